@@ -1,0 +1,144 @@
+"""A fuzzing campaign: Hypothesis draws samples, workers run them on every
+target, oracles judge them, and every failure lands in the corpus once per
+bucket, until the time budget is spent.
+
+Hypothesis drives generation (seeded, so a campaign is reproducible from its
+``--seed``); the time budget ends the run through an exception Hypothesis
+does not treat as a test failure, so nothing is shrunk or replayed here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from fuzz import corpus
+from fuzz.execute import TargetResult
+from fuzz.sample import Sample
+from fuzz.targets import EAGER, REFERENCE, Target, resolve_targets
+from fuzz.workers import WorkerPool
+from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
+from oracles.signature import signature, signature_key
+from strategies import samples
+
+__all__ = ["CampaignOptions", "CampaignReport", "Finding", "run_campaign"]
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    budget_s: float = 60.0
+    seed: int = 0
+    corpus_dir: Path = Path("corpus")
+    targets: tuple[str, ...] = ("iree-cpu",)
+    workers: int = 2
+    timeout_s: float = 120.0
+    memory_mb: int | None = 8192
+    max_samples: int | None = None
+    tolerance: Tolerance = Tolerance()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A failing (sample, target) and where it was filed."""
+
+    outcome: Outcome
+    bucket: str
+    new: bool
+    path: Path | None
+    sample_index: int
+
+
+@dataclass
+class CampaignReport:
+    samples: int = 0
+    configs_compiled: int = 0
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    findings: list[Finding] = field(default_factory=list)
+    harness_errors: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    stage_seconds: Counter[str] = field(default_factory=Counter)
+    workers_replaced: int = 0
+
+    @property
+    def new_buckets(self) -> list[Finding]:
+        return [f for f in self.findings if f.new]
+
+
+class _BudgetSpent(BaseException):
+    """Ends Hypothesis' loop without being taken for a failing example."""
+
+
+def run_campaign(options: CampaignOptions,
+                 on_finding: Callable[[Finding, CampaignReport], None] | None = None) -> CampaignReport:
+    targets = resolve_targets(options.targets)
+    references = resolve_targets([REFERENCE, EAGER])
+    report = CampaignReport()
+    start = time.monotonic()
+    deadline = start + options.budget_s
+    known = {entry.bucket for entry in corpus.load(options.corpus_dir)[0]}
+    with WorkerPool(options.workers, options.timeout_s, options.memory_mb) as pool:
+        # Worker start-up (imports) is not fuzzing time.
+        deadline += time.monotonic() - start
+
+        @settings(database=None, deadline=None, max_examples=options.max_samples or 10**9,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+                  print_blob=False)
+        @seed(options.seed)
+        @given(samples())
+        def check(sample: Sample) -> None:
+            if time.monotonic() >= deadline:
+                raise _BudgetSpent
+            _check_sample(sample, pool, references, targets, options, report, known, on_finding)
+            if options.max_samples is not None and report.samples >= options.max_samples:
+                raise _BudgetSpent
+
+        try:
+            check()
+        except _BudgetSpent:
+            pass
+        report.workers_replaced = pool.replaced
+    report.elapsed_s = time.monotonic() - start
+    return report
+
+
+def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
+                  targets: list[Target], options: CampaignOptions, report: CampaignReport,
+                  known: set[str],
+                  on_finding: Callable[[Finding, CampaignReport], None] | None) -> None:
+    results = pool.run([(t, sample) for t in references + targets])
+    reference, eager = results[0], results[1]
+    report.samples += 1
+    for target, result in zip(targets, results[2:]):
+        report.configs_compiled += result.compiles
+        for stage, seconds in result.timings.items():
+            report.stage_seconds[stage] += seconds
+        try:
+            outcome = judge(result, reference, eager, options.tolerance)
+        except ReferenceFailed as exc:
+            report.harness_errors.append(f"sample {report.samples} ({sample.describe()}): {exc}")
+            return
+        report.outcomes[(target.name, outcome.verdict.value)] += 1
+        if outcome.verdict is Verdict.PASS:
+            continue
+        finding = _file(outcome, result, sample, target, options, known, report.samples)
+        report.findings.append(finding)
+        if on_finding is not None:
+            on_finding(finding, report)
+
+
+def _file(outcome: Outcome, result: TargetResult, sample: Sample, target: Target,
+          options: CampaignOptions, known: set[str], index: int) -> Finding:
+    owner = target.owner(outcome.stage)
+    bucket = signature(outcome, sample, owner)
+    if bucket in known:
+        return Finding(outcome, bucket, False, options.corpus_dir / bucket, index)
+    case = dict(outcome.to_dict(), owner=owner, signature=signature_key(outcome, sample, owner),
+                features=sample_features(sample), campaign_seed=options.seed)
+    path = corpus.save(options.corpus_dir, bucket, case, sample, result.texts, outcome.detail)
+    known.add(bucket)
+    return Finding(outcome, bucket, path is not None, path or options.corpus_dir / bucket, index)

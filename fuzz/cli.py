@@ -1,0 +1,184 @@
+"""The ``dlrm-fuzz`` command line: ``run`` a campaign, list ``targets``, show
+the ``corpus``.
+
+Bad input (an unknown target, a malformed budget, a corpus path that is a
+file) is one line on stderr and exit status 2, never a traceback. Exit
+status 3 means dlrm-fuzz itself failed (a harness bug); findings in the
+toolchain are not errors of the run and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from fuzz import corpus
+from fuzz.campaign import CampaignOptions, CampaignReport, Finding, run_campaign
+from fuzz.corpus import CorpusError
+from fuzz.targets import DEFAULT_TARGETS, FAKE_TARGETS, TARGETS, UnknownTarget, resolve_targets
+from fuzz.workers import HarnessError
+
+__all__ = ["main", "parse_duration"]
+
+EXIT_OK, EXIT_USAGE, EXIT_HARNESS = 0, 2, 3
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``2m``, ``1.5h`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"duration={text!r}: give a positive number with an optional unit s, m or h (e.g. 60s)")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"value={text!r}: must be a whole number >= 1")
+    return int(text)
+
+
+def _seed(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"seed={text!r}: must be a non-negative integer")
+    return int(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dlrm-fuzz", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a fuzzing campaign")
+    run.add_argument("--budget", type=parse_duration, default=60.0,
+                     help="fuzzing time, e.g. 60s, 5m (default 60s; worker start-up not counted)")
+    run.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0)")
+    run.add_argument("--corpus", type=Path, default=Path("corpus"),
+                     help="folder where failures are stored (default corpus/)")
+    run.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
+                     help=f"comma-separated targets (default {','.join(DEFAULT_TARGETS)}; "
+                          f"see `dlrm-fuzz targets`)")
+    run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
+                     help="worker processes (default: number of cores)")
+    run.add_argument("--timeout", type=parse_duration, default=120.0,
+                     help="wall-clock limit per (sample, target) job (default 120s)")
+    run.add_argument("--memory-mb", type=_positive_int, default=8192,
+                     help="address-space cap per worker in MiB (default 8192)")
+    run.add_argument("--max-samples", type=_positive_int, default=None,
+                     help="stop after this many samples even if budget remains")
+    sub.add_parser("targets", help="list the targets")
+    show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
+    show.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        if args.command == "targets":
+            return _targets(console)
+        if args.command == "corpus":
+            return _corpus(console, err, args.path)
+        return _run(console, err, args)
+    except (UnknownTarget, CorpusError) as exc:
+        err.print(f"dlrm-fuzz: error: {exc}", markup=False)
+        return EXIT_USAGE
+    except HarnessError as exc:
+        err.print(f"dlrm-fuzz: internal error (a bug in dlrm-fuzz, please report): {exc}",
+                  markup=False)
+        return EXIT_HARNESS
+
+
+def _targets(console: Console) -> int:
+    table = Table(title="targets")
+    for column in ("name", "default", "what it runs"):
+        table.add_column(column)
+    for name, target in TARGETS.items():
+        table.add_row(name, "yes" if name in DEFAULT_TARGETS else "reference"
+                      if name.startswith("eager") else "", target.description)
+    for name, target in FAKE_TARGETS.items():
+        table.add_row(name, "", target.description)
+    console.print(table)
+    return EXIT_OK
+
+
+def _corpus(console: Console, err: Console, path: Path) -> int:
+    if path.exists() and not path.is_dir():
+        raise CorpusError(f"corpus={str(path)!r}: is not a folder")
+    entries, junk = corpus.load(path)
+    table = Table(title=f"corpus {path} ({len(entries)} buckets)")
+    for column in ("bucket", "verdict", "owner", "error / numbers"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        case = entry.case
+        table.add_row(entry.bucket, case.get("verdict", "?"), case.get("owner", "?"),
+                      str(case.get("error", ""))[:160])
+    console.print(table)
+    for line in junk:
+        err.print(f"dlrm-fuzz: warning: {line}", markup=False)
+    return EXIT_OK
+
+
+def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
+    names = tuple(n.strip() for n in args.targets.split(",") if n.strip())
+    resolve_targets(names)  # fail fast, before starting workers
+    if args.corpus.exists() and not args.corpus.is_dir():
+        raise CorpusError(f"corpus={str(args.corpus)!r}: exists but is not a folder; "
+                          f"pass --corpus a folder path")
+    options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
+                              targets=names, workers=args.workers, timeout_s=args.timeout,
+                              memory_mb=args.memory_mb, max_samples=args.max_samples)
+    console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s targets={','.join(names)} "
+                  f"workers={args.workers} corpus={args.corpus}", markup=False)
+
+    def on_finding(finding: Finding, report: CampaignReport) -> None:
+        if finding.new:
+            o = finding.outcome
+            console.print(f"  NEW  sample {finding.sample_index}: {o.target} {o.verdict.value} "
+                          f"-> {finding.path}\n       {o.error[:200]}", markup=False)
+
+    report = run_campaign(options, on_finding)
+    _summary(console, report)
+    for line in report.harness_errors:
+        err.print(f"dlrm-fuzz: harness error: {line}", markup=False)
+    return EXIT_HARNESS if report.harness_errors else EXIT_OK
+
+
+def _summary(console: Console, report: CampaignReport) -> None:
+    head = Table(title="campaign summary", show_header=False)
+    head.add_row("samples", str(report.samples))
+    head.add_row("configs compiled", str(report.configs_compiled))
+    head.add_row("elapsed", f"{report.elapsed_s:.1f}s")
+    head.add_row("failures", str(len(report.findings)))
+    head.add_row("new buckets", str(len(report.new_buckets)))
+    head.add_row("workers replaced", str(report.workers_replaced))
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(report.stage_seconds.items()))
+    head.add_row("time in stages", stages or "-")
+    console.print(head)
+    verdicts = Table(title="outcomes by target and verdict")
+    for column in ("target", "verdict", "count"):
+        verdicts.add_column(column)
+    for (target, verdict), count in sorted(report.outcomes.items()):
+        verdicts.add_row(target, verdict, str(count))
+    console.print(verdicts)
+    if report.new_buckets:
+        found = Table(title="new failure buckets")
+        for column in ("bucket", "target", "verdict", "first error line"):
+            found.add_column(column, overflow="fold")
+        for finding in report.new_buckets:
+            o = finding.outcome
+            found.add_row(finding.bucket, o.target, o.verdict.value, o.error[:160])
+        console.print(found)

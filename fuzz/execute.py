@@ -1,0 +1,88 @@
+"""Runs one sample on one target, inside a worker process: compile once per
+distinct input shape, then run every batch of that shape on the same artifact.
+
+Whatever the toolchain does wrong comes back as data (a ``Failure`` in the
+``TargetResult``); only bugs of ours raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from fuzz.pipeline import StageFailure, Timer
+from fuzz.sample import Sample
+from fuzz.targets import Target
+
+__all__ = ["Failure", "TargetResult", "execute", "MAX_TEXT_BYTES"]
+
+# Intermediate programs bigger than this are not shipped back (corpus size).
+MAX_TEXT_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What the toolchain said when it failed: stage, exception type, its text.
+
+    ``signal`` is set when the worker process died (CRASH) and ``timed_out``
+    when it was killed for exceeding its time limit.
+    """
+
+    stage: str
+    error_type: str
+    message: str
+    signal: int | None = None
+    exit_code: int | None = None
+    timed_out: bool = False
+    stderr_tail: str = ""
+
+
+@dataclass
+class TargetResult:
+    target: str
+    outputs: list[np.ndarray | None]
+    failure: Failure | None = None
+    stage_reached: str = "none"
+    timings: dict[str, float] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    compiles: int = 0
+
+
+def _shape_key(flat: list[np.ndarray]) -> tuple[tuple[int, ...], ...]:
+    return tuple(a.shape for a in flat)
+
+
+def execute(target: Target, sample: Sample,
+            on_stage: Callable[[str], None] | None = None) -> TargetResult:
+    timer = Timer(on_stage)
+    result = TargetResult(target=target.name, outputs=[None] * len(sample.batches),
+                          timings=timer.seconds)
+    artifacts: dict[Any, Any] = {}
+    for b, batch in enumerate(sample.batches):
+        flat = batch.flat()
+        key = _shape_key(flat)
+        try:
+            if key not in artifacts:
+                artifacts[key] = target.compile(sample.config, sample.seed, flat, timer)
+                result.compiles += 1
+                result.stage_reached = "compile"
+                for name, text in target.artifact_texts(artifacts[key]).items():
+                    if len(text) <= MAX_TEXT_BYTES:
+                        result.texts.setdefault(name, text)
+            outputs = target.run(artifacts[key], flat, timer)
+            result.stage_reached = "run"
+        except StageFailure as failure:
+            result.failure = Failure(failure.stage, failure.error_type, failure.message)
+            _keep_failed_program(failure, result)
+            return result
+        result.outputs[b] = outputs[0]
+    return result
+
+
+def _keep_failed_program(failure: StageFailure, result: TargetResult) -> None:
+    """A failing stage may carry the program it choked on (kept for the report)."""
+    program = getattr(failure, "program", None)
+    if isinstance(program, str) and len(program) <= MAX_TEXT_BYTES:
+        result.texts[f"{failure.stage}-input.mlir"] = program

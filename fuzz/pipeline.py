@@ -1,0 +1,180 @@
+"""The stages a DLRM goes through on its way to a compiled answer:
+``export`` (torch.export) -> ``import`` (torch-mlir FX importer + lowering)
+-> ``compile`` (IREE) -> ``run`` (IREE runtime).
+
+Each stage is the one boundary where a failure of the toolchain under test is
+caught and translated into a ``StageFailure`` naming the stage; anything else
+that escapes is a bug of ours and propagates. Heavy imports happen inside the
+functions so that only worker processes pay for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+__all__ = ["StageFailure", "STAGES", "Timer", "export", "lower", "compile_vmfb", "run_vmfb"]
+
+STAGES = ("build", "export", "import", "compile", "run")
+
+T = TypeVar("T")
+
+
+class StageFailure(Exception):
+    """The toolchain under test failed in ``stage``; ``message`` is its own text."""
+
+    def __init__(self, stage: str, error_type: str, message: str) -> None:
+        super().__init__(f"{stage}: {error_type}: {message}")
+        self.stage = stage
+        self.error_type = error_type
+        self.message = message
+        self.program: str | None = None
+
+
+@dataclass
+class Timer:
+    """Accumulates wall time per stage so every outcome can report it."""
+
+    seconds: dict[str, float]
+
+    def __init__(self, on_stage: Callable[[str], None] | None = None) -> None:
+        self.seconds = {}
+        # Lets a worker publish the stage it is in, so that a crash or a hang
+        # can be blamed on the right stage by the process that outlives it.
+        self._on_stage = on_stage
+
+    def measure(self, stage: str, fn: Callable[[], T]) -> T:
+        if self._on_stage is not None:
+            self._on_stage(stage)
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+
+MAX_DIAGNOSTIC_CHARS = 64 * 1024
+STAGE_LOG_ENV = "DLRM_FUZZ_STAGE_LOG"
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[Callable[[], str]]:
+    """Capture file descriptor 2 for the duration: MLIR prints its diagnostics
+    (the ``error: ...`` lines that say what went wrong) straight to stderr,
+    not into the Python exception."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    # A worker names a file here so that, if the stage kills the process, the
+    # parent can still read what it printed last.
+    named = os.environ.get(STAGE_LOG_ENV)
+    sink_cm = open(named, "w+b") if named else tempfile.TemporaryFile(mode="w+b")
+    with sink_cm as sink:
+        os.dup2(sink.fileno(), 2)
+        text: list[str] = []
+        try:
+            yield lambda: "".join(text)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured = sink.read().decode("utf-8", "replace")
+            text.append(captured)
+            # Keep it visible too: a worker's stderr tail is evidence on a crash.
+            os.write(2, captured[-MAX_DIAGNOSTIC_CHARS:].encode())
+
+
+
+
+def _stage(stage: str, fn: Callable[[], T]) -> T:
+    with _captured_stderr() as diagnostics:
+        try:
+            return fn()
+        except Exception as exc:
+            error = exc
+    message = str(error)
+    printed = diagnostics()[-MAX_DIAGNOSTIC_CHARS:]
+    if printed.strip():
+        message = f"{printed.rstrip()}\n{message}"
+    raise StageFailure(stage, type(error).__name__, message) from error
+
+
+def export(model: Any, args: tuple[Any, ...], dynamic_shapes: Any = None) -> Any:
+    """torch.export: failures here are PyTorch's (dynamo / export), not torch-mlir's."""
+    import torch
+
+    return _stage("export", lambda: torch.export.export(model, args, dynamic_shapes=dynamic_shapes))
+
+
+def lower(exported: Any, output_type: str) -> str:
+    """torch-mlir's FX importer and the lowering to ``output_type``; returns MLIR text."""
+    from torch_mlir import fx
+
+    try:
+        module = _stage("import", lambda: fx.export_and_import(
+            exported, output_type=output_type, func_name="main"))
+    except StageFailure as failure:
+        # Keep the program the lowering choked on: it is what an upstream
+        # report needs (torch-mlir-opt reproduces from it).
+        try:
+            failure.program = str(fx.export_and_import(exported, output_type="raw",
+                                                       func_name="main"))
+        except Exception:  # the raw import itself failed: nothing more to keep
+            pass
+        raise
+    return _stage("import", lambda: str(module))
+
+
+def compile_vmfb(mlir: str, backend: str, flags: Sequence[str]) -> bytes:
+    import iree.compiler as ireec
+
+    result = _stage("compile", lambda: ireec.compile_str(
+        mlir, target_backends=[backend], extra_args=list(flags)))
+    assert isinstance(result, bytes)
+    return result
+
+
+class LoadedModule:
+    """A compiled module loaded into an IREE runtime context, reusable across calls."""
+
+    def __init__(self, vmfb: bytes, driver: str) -> None:
+        import iree.runtime as rt
+
+        def load() -> Any:
+            config = rt.Config(driver)
+            context = rt.SystemContext(config=config)
+            context.add_vm_module(rt.VmModule.copy_buffer(context.instance, vmfb))
+            return context
+
+        self._context = _stage("run", load)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        def call() -> list[np.ndarray]:
+            result = self._context.modules.module["main"](*inputs)
+            return [np.array(_to_host(r)) for r in _flatten(result)]
+
+        return _stage("run", call)
+
+
+def _flatten(result: Any) -> Iterator[Any]:
+    if isinstance(result, (list, tuple)):
+        for item in result:
+            yield from _flatten(item)
+    else:
+        yield result
+
+
+def _to_host(value: Any) -> np.ndarray:
+    to_host = getattr(value, "to_host", None)
+    return to_host() if to_host is not None else np.asarray(value)
+
+
+def run_vmfb(vmfb: bytes, driver: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return LoadedModule(vmfb, driver)(inputs)

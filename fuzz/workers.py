@@ -1,0 +1,254 @@
+"""Persistent worker processes that compile and run samples, so that a
+compiler that segfaults, aborts, hangs or eats memory costs one worker, not
+the campaign.
+
+Workers are started with ``spawn`` (fork is unsafe with GPU drivers and with
+the threads torch starts), pay the torch / torch-mlir / IREE imports once, and
+live across samples. Each job has a wall-clock limit and each worker an
+address-space cap; a dead or stuck worker becomes a CRASH / TIMEOUT result
+carrying the stage it was in and the tail of its stderr, and is replaced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from fuzz.execute import Failure, TargetResult, execute
+from fuzz.pipeline import STAGE_LOG_ENV
+from fuzz.sample import Sample
+from fuzz.targets import Target
+
+__all__ = ["WorkerPool", "HarnessError", "STDERR_TAIL_BYTES"]
+
+STDERR_TAIL_BYTES = 4096
+_STAGE_BYTES = 32
+_STARTUP_TIMEOUT_S = 300.0
+
+
+class HarnessError(RuntimeError):
+    """A bug of ours inside a worker (not a failure of the toolchain under test)."""
+
+
+def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
+                 preload: bool) -> None:
+    """Worker loop: receive (job id, target, sample), send back a TargetResult."""
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.environ[STAGE_LOG_ENV] = stderr_path + ".stage"
+    import faulthandler
+    import warnings
+
+    faulthandler.enable()
+    warnings.filterwarnings("ignore")
+    if memory_mb:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if preload:
+        import iree.compiler  # noqa: F401
+        import iree.runtime  # noqa: F401
+        import torch  # noqa: F401
+        import torch_mlir.fx  # noqa: F401
+
+    def on_stage(name: str) -> None:
+        stage.value = name.encode()[:_STAGE_BYTES - 1]
+
+    conn.send(("ready", None, None))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        job_id, target, sample = message
+        os.ftruncate(2, 0)
+        os.lseek(2, 0, os.SEEK_SET)
+        Path(stderr_path + ".stage").unlink(missing_ok=True)
+        on_stage("start")
+        try:
+            result = execute(target, sample, on_stage)
+        except MemoryError:
+            # The address-space cap was hit in Python code: report it like a
+            # native allocation failure and let the parent replace us.
+            conn.send(("oom", job_id, stage.value.decode()))
+            return
+        except BaseException:
+            conn.send(("harness-error", job_id, traceback.format_exc()))
+            continue
+        conn.send(("result", job_id, result))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    stage: Any
+    stderr_path: str
+    job: int | None = None
+    deadline: float = 0.0
+
+
+class WorkerPool:
+    """``size`` spawned workers; ``run(jobs)`` executes (target, sample) pairs
+    concurrently and returns one TargetResult per job, in order."""
+
+    def __init__(self, size: int, timeout_s: float = 120.0, memory_mb: int | None = 8192,
+                 preload: bool = True) -> None:
+        if size < 1:
+            raise ValueError(f"workers={size}: must be >= 1")
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.preload = preload
+        self._context = multiprocessing.get_context("spawn")
+        self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
+        self._serial = 0
+        self.replaced = 0
+        self._workers: list[_Worker] = [self._start() for _ in range(size)]
+        for worker in self._workers:
+            self._await_ready(worker)
+
+    # -- lifecycle ---------------------------------------------------------
+    def _start(self) -> _Worker:
+        self._serial += 1
+        parent, child = self._context.Pipe()
+        stage = self._context.Array("c", _STAGE_BYTES, lock=False)
+        stderr_path = os.path.join(self._log_dir, f"worker-{self._serial}.stderr")
+        process = self._context.Process(
+            target=_worker_main, args=(child, stderr_path, self.memory_mb, stage, self.preload),
+            daemon=True, name=f"dlrm-fuzz-worker-{self._serial}")
+        process.start()
+        child.close()
+        return _Worker(process, parent, stage, stderr_path)
+
+    def _await_ready(self, worker: _Worker) -> None:
+        if not worker.conn.poll(_STARTUP_TIMEOUT_S):
+            raise HarnessError(f"worker did not start within {_STARTUP_TIMEOUT_S:.0f}s: "
+                               f"{_tail(worker.stderr_path)}")
+        try:
+            worker.conn.recv()
+        except EOFError as exc:
+            raise HarnessError("worker died while starting (imports failed?): "
+                               f"{_tail(worker.stderr_path)}") from exc
+
+    def _replace(self, index: int) -> None:
+        old = self._workers[index]
+        _kill(old.process)
+        old.conn.close()
+        self.replaced += 1
+        new = self._start()
+        self._workers[index] = new
+        self._await_ready(new)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            try:
+                worker.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for worker in self._workers:
+            worker.process.join(timeout=5)
+            _kill(worker.process)
+        self._workers = []
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running -----------------------------------------------------------
+    def run(self, jobs: Sequence[tuple[Target, Sample]]) -> list[TargetResult]:
+        results: list[TargetResult | None] = [None] * len(jobs)
+        pending = list(range(len(jobs)))
+        pending.reverse()
+        while pending or any(w.job is not None for w in self._workers):
+            for worker in self._workers:
+                if worker.job is None and pending:
+                    job = pending.pop()
+                    target, sample = jobs[job]
+                    worker.job = job
+                    worker.deadline = time.monotonic() + self.timeout_s
+                    worker.conn.send((job, target, sample))
+            self._collect(jobs, results)
+        return [r for r in results if r is not None]
+
+    def _collect(self, jobs: Sequence[tuple[Target, Sample]],
+                 results: list[TargetResult | None]) -> None:
+        busy = [i for i, w in enumerate(self._workers) if w.job is not None]
+        wait_for = min(self._workers[i].deadline for i in busy) - time.monotonic()
+        handles: list[Any] = []
+        for i in busy:
+            handles += [self._workers[i].conn, self._workers[i].process.sentinel]
+        multiprocessing.connection.wait(handles, timeout=max(0.0, wait_for))
+        for i in busy:
+            worker = self._workers[i]
+            job = worker.job
+            assert job is not None
+            target_name = jobs[job][0].name
+            if worker.conn.poll():
+                try:
+                    kind, _, payload = worker.conn.recv()
+                except (EOFError, OSError):
+                    kind, payload = "died", None
+            elif not worker.process.is_alive():
+                kind, payload = "died", None
+            elif time.monotonic() >= worker.deadline:
+                kind, payload = "timeout", None
+            else:
+                continue
+            if kind == "result":
+                results[job] = payload
+                worker.job = None
+                continue
+            if kind == "harness-error":
+                raise HarnessError(f"bug in dlrm-fuzz while running {target_name}:\n{payload}")
+            results[job] = self._lost_worker_result(worker, target_name, kind)
+            self._replace(i)
+
+    def _lost_worker_result(self, worker: _Worker, target: str, kind: str) -> TargetResult:
+        stage = worker.stage.value.decode() or "start"
+        if kind == "timeout":
+            _kill(worker.process)
+            failure = Failure(stage, "Timeout", f"no answer within {self.timeout_s:g}s "
+                              f"(stage {stage}); worker killed", timed_out=True,
+                              stderr_tail=_tail(worker.stderr_path))
+        elif kind == "oom":
+            failure = Failure(stage, "MemoryError", f"worker exceeded its memory cap of "
+                              f"{self.memory_mb} MiB in stage {stage}",
+                              stderr_tail=_tail(worker.stderr_path))
+        else:
+            worker.process.join(timeout=5)
+            code = worker.process.exitcode
+            sig = -code if code is not None and code < 0 else None
+            name = signal.Signals(sig).name if sig else f"exit code {code}"
+            failure = Failure(stage, name, f"worker died ({name}) in stage {stage}",
+                              signal=sig, exit_code=code, stderr_tail=_tail(worker.stderr_path))
+        return TargetResult(target=target, outputs=[], failure=failure, stage_reached=stage)
+
+
+def _kill(process: Any) -> None:
+    if process.is_alive():
+        process.kill()
+        process.join(timeout=5)
+
+
+def _tail(path: str) -> str:
+    """The last words of a worker: its stderr, then what its current stage printed."""
+    data = b""
+    for part in (path, path + ".stage"):
+        try:
+            data += Path(part).read_bytes()
+        except OSError:
+            pass
+    return data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")

@@ -1,0 +1,86 @@
+"""Turns what a failing toolchain said into a verdict, the one error line that
+matters, and the operation it blames.
+
+torch-mlir's exception text is mostly boilerplate ("Failure while executing
+pass pipeline"); the real diagnostic is an MLIR ``error:`` line, which the
+pipeline captures from stderr and prepends. This module picks that line and
+decides between "no lowering exists" and "a lowering produced bad IR".
+"""
+
+from __future__ import annotations
+
+import re
+
+from fuzz.execute import Failure
+from oracles.verdict import Verdict
+
+__all__ = ["classify", "first_error_line", "blamed_op"]
+
+_UNSUPPORTED = (
+    re.compile(r"failed to legalize operation"),
+    re.compile(r"unsupported by backend contract", re.I),
+    re.compile(r"\bnot (?:yet )?(?:supported|implemented)\b", re.I),
+    re.compile(r"\bunsupported\b", re.I),
+    re.compile(r"no (?:lowering|conversion|decomposition)", re.I),
+)
+_INVALID_IR = (
+    re.compile(r"failed to verify"),
+    re.compile(r"verification failed", re.I),
+    re.compile(r"op (?:requires|expects?|expected)\b"),
+    re.compile(r"'[\w.]+' op .*(?:must be|mismatch|does not match|invalid)"),
+    re.compile(r"use of value .* expects different type"),
+    re.compile(r"type mismatch|incompatible (?:types|shapes)", re.I),
+)
+_BOILERPLATE = re.compile(
+    r"^(python exception|for torch-mlir developers|\$ torch-mlir-opt|add '-mlir-print|"
+    r"lowering .* failed with the following diagnostics)", re.I)
+
+_STAGE_VERDICT = {
+    "build": Verdict.EXPORT_ERROR,
+    "export": Verdict.EXPORT_ERROR,
+    "compile": Verdict.COMPILE_ERROR,
+    "run": Verdict.RUNTIME_ERROR,
+}
+
+
+def first_error_line(message: str) -> str:
+    """The first line that carries meaning: an ``error:`` diagnostic if any."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in lines:
+        if "error:" in line:
+            return line[line.index("error:"):][:500]
+    for line in lines:
+        if not _BOILERPLATE.match(line):
+            return line[:500]
+    return lines[0][:500] if lines else ""
+
+
+def blamed_op(line: str) -> str | None:
+    """The operation an error line names: ``'torch.aten.x'``, ``'arith.select' op``,
+    or a ``torch.operator`` with ``name = "..."``."""
+    named = re.search(r'name = "([\w.:]+)"', line)
+    if named:
+        return named.group(1)
+    quoted = re.search(r"(?:operation|op) '([\w.]+)'|'([\w.]+)' op\b", line)
+    if quoted:
+        return quoted.group(1) or quoted.group(2)
+    aten = re.search(r"\b(aten\.[\w.]+|quantized\.[\w.]+)", line)
+    return aten.group(1) if aten else None
+
+
+def classify(failure: Failure) -> tuple[Verdict, str, str | None]:
+    """(verdict, first meaningful line, blamed op) for a failed target."""
+    if failure.timed_out:
+        return Verdict.TIMEOUT, failure.message, None
+    if failure.signal is not None or failure.exit_code is not None \
+            or failure.error_type == "MemoryError":
+        return Verdict.CRASH, failure.message, None
+    line = first_error_line(failure.message)
+    op = blamed_op(line)
+    if failure.stage == "import":
+        if any(p.search(line) for p in _UNSUPPORTED) or failure.error_type == "NotImplementedError":
+            return Verdict.LOWERING_UNSUPPORTED_OP, line, op
+        if any(p.search(line) for p in _INVALID_IR):
+            return Verdict.LOWERING_INVALID_IR, line, op
+        return Verdict.LOWERING_ERROR, line, op
+    return _STAGE_VERDICT.get(failure.stage, Verdict.RUNTIME_ERROR), line, op

@@ -1,0 +1,42 @@
+"""Judges one target's result for a sample against the eager references."""
+
+from __future__ import annotations
+
+from fuzz.execute import TargetResult
+from oracles.classify import classify
+from oracles.compare import Tolerance, compare
+from oracles.verdict import Outcome, Verdict
+
+__all__ = ["judge", "ReferenceFailed"]
+
+_DETAIL_CHARS = 8000
+
+
+class ReferenceFailed(RuntimeError):
+    """Eager PyTorch could not evaluate the sample: the sample is ours to fix."""
+
+
+def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
+          tolerance: Tolerance = Tolerance()) -> Outcome:
+    for ref in (reference, eager):
+        if ref.failure is not None:
+            raise ReferenceFailed(f"{ref.target} failed in {ref.failure.stage}: "
+                                  f"{ref.failure.error_type}: {ref.failure.message[:300]}")
+    if result.failure is not None:
+        failure = result.failure
+        verdict, line, op = classify(failure)
+        detail = failure.message[-_DETAIL_CHARS:]
+        if failure.stderr_tail:
+            detail += "\n--- worker stderr (tail) ---\n" + failure.stderr_tail
+        numbers = {"signal": failure.signal} if failure.signal else {}
+        return Outcome(result.target, verdict, failure.stage, line, detail, op, numbers,
+                       dict(result.timings))
+    for b, got in enumerate(result.outputs):
+        ref64, eager32 = reference.outputs[b], eager.outputs[b]
+        assert got is not None and ref64 is not None and eager32 is not None
+        comparison = compare(ref64, eager32, got, tolerance)
+        if not comparison.ok:
+            numbers = dict(comparison.numbers, batch=b)
+            return Outcome(result.target, Verdict.MISMATCH, "run", comparison.reason, "", None,
+                           numbers, dict(result.timings))
+    return Outcome(result.target, Verdict.PASS, "run", timings=dict(result.timings))

@@ -1,0 +1,85 @@
+"""Failure signatures: the bucket a failure belongs to, so that one bug found
+by a thousand samples is stored once.
+
+A bucket id is a short hash of a readable key. For errors the key is the
+verdict, who owns the failing stage (torch.export, the torch-mlir output type,
+or the IREE target) and the first error line with the accidents of one sample
+removed (SSA names, shapes, numbers, source locations): the same missing
+lowering hit from two different configs lands in one bucket. For numeric
+mismatches there is no error text, so the key is the target plus the DLRM
+features the sample exercises that select distinct lowerings (weighted
+pooling, table kinds, index dtype, empty bags, interaction): coarse, but it
+never merges two different code paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from fuzz.sample import Sample
+from oracles.verdict import Outcome, Verdict
+
+__all__ = ["signature", "signature_key", "normalize_error", "sample_features"]
+
+_NORMALIZERS = (
+    (re.compile(r"loc\((?:[^()]|\([^()]*\))*\)"), "loc(...)"),
+    (re.compile(r'"[^"]*\.py":\d+:\d+'), "<file>"),
+    (re.compile(r"(?:/[\w.+-]+)+\.(?:py|mlir|cpp|h)(?::\d+)*"), "<path>"),
+    (re.compile(r"%[\w.#-]+"), "%v"),
+    (re.compile(r"\[[\d,\s?-]*\]"), "[...]"),
+    (re.compile(r"tensor<[^<>]*>"), "tensor<...>"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x..."),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b"), "N"),
+    (re.compile(r"\s+"), " "),
+)
+
+
+def normalize_error(line: str) -> str:
+    text = line
+    for pattern, replacement in _NORMALIZERS:
+        text = pattern.sub(replacement, text)
+    return text.strip()[:300]
+
+
+def sample_features(sample: Sample) -> list[str]:
+    """The code-path switches a sample turns on, as sorted short strings."""
+    config = sample.config
+    features = {f"interaction={config.arch_interaction_op}"}
+    if config.arch_interaction_op == "dot" and config.arch_interaction_itself:
+        features.add("interaction_itself")
+    if config.weighted_pooling:
+        features.add(f"weighted_pooling={config.weighted_pooling}")
+    for k in range(config.num_tables):
+        kind = config.table_kind(k)
+        if kind == "qr":
+            features.add(f"qr={config.qr_operation}")
+        elif kind == "quantized":
+            features.add(f"quantized={config.quantize_bits}")
+        elif kind == "md":
+            features.add("md")
+    if config.index_dtype != "int64":
+        features.add(f"index_dtype={config.index_dtype}")
+    if any((batch.bag_lengths(k) == 0).any() for batch in sample.batches
+           for k in range(config.num_tables)):
+        features.add("empty_bags")
+    if 0.0 < config.loss_threshold < 1.0:
+        features.add("clamp")
+    return sorted(features)
+
+
+def signature_key(outcome: Outcome, sample: Sample, owner: str) -> str:
+    """``owner`` names who is to blame for the failing stage (see module doc)."""
+    if outcome.verdict is Verdict.MISMATCH:
+        return f"MISMATCH|{owner}|{','.join(sample_features(sample))}"
+    what = outcome.op or normalize_error(outcome.error)
+    if outcome.op:
+        what = f"{outcome.op}|{normalize_error(outcome.error)}"
+    return f"{outcome.verdict.value}|{owner}|{what}"
+
+
+def signature(outcome: Outcome, sample: Sample, owner: str) -> str:
+    """A stable bucket id: ``<verdict>-<12 hex digits>``."""
+    key = signature_key(outcome, sample, owner)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{outcome.verdict.value.lower()}-{digest}"
