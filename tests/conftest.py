@@ -1,0 +1,30 @@
+"""Shared test setup: every test run is seeded, and the seed is printed.
+
+tox passes ``--hypothesis-seed=$HYPOTHESIS_SEED`` (default 0) and the example
+database is off, so a CI failure replays on a laptop with the printed seed.
+(``derandomize=True`` is not used: it stops ``find`` from shrinking.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+TEST_SEED = int(os.environ.get("HYPOTHESIS_SEED", "0"))
+
+settings.register_profile("dlrm-fuzz", database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.load_profile("dlrm-fuzz")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"dlrm-fuzz test seed: HYPOTHESIS_SEED={TEST_SEED}"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(TEST_SEED)

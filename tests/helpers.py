@@ -1,0 +1,31 @@
+"""Small hand-made configs and samples shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fuzz.config import DLRMConfig
+from fuzz.sample import Batch, Sample
+
+
+def tiny_config(**overrides: Any) -> DLRMConfig:
+    """Three tables of width 4, dot interaction; overrides adjust any field."""
+    fields: dict[str, Any] = dict(m_spa=4, ln_emb=(10, 20, 30), ln_bot=(3, 4), ln_top=(10, 1))
+    fields.update(overrides)
+    return DLRMConfig(**fields)
+
+
+def tiny_sample(config: DLRMConfig | None = None, seed: int = 7, batches: int = 1) -> Sample:
+    """Two examples per batch; table 0 has an empty bag, every table hits its last row."""
+    config = config or tiny_config()
+    dtype = np.dtype(config.index_dtype)
+    rng = np.random.default_rng(seed)
+    made = []
+    for _ in range(batches):
+        dense = rng.standard_normal((2, config.num_dense)).astype(np.float32)
+        offsets = tuple(np.array([0, 0 if k == 0 else 1], dtype) for k in range(config.num_tables))
+        indices = tuple(np.array([0, rows - 1, rows - 1], dtype) for rows in config.ln_emb)
+        made.append(Batch(dense, offsets, indices))
+    return Sample(config, seed, tuple(made))

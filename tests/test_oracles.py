@@ -1,0 +1,130 @@
+"""The oracle: the tolerance rule, failure classification (unsupported op
+versus invalid IR), and failure signatures that bucket one bug once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuzz.execute import Failure, TargetResult
+from oracles import (Outcome, Tolerance, Verdict, blamed_op, classify, compare,
+                     first_error_line, judge, normalize_error, signature)
+from tests.helpers import tiny_config, tiny_sample
+
+INVALID_IR = ("""loc(callsite("/venv/torch/nn/modules/sparse.py":461:0 at "/work/x.py":14:0)): error: 'arith.select' op failed to verify that all of {true_value, false_value, result} have same type
+Lowering Torch Backend IR -> Linalg-on-Tensors Backend IR failed with the following diagnostics:
+
+
+python exception: Failure while executing pass pipeline""")
+UNSUPPORTED = ("""loc("/work/p2.py":9:0): error: failed to legalize operation 'torch.operator' that was explicitly marked illegal: %4 = "torch.operator"(%0, %arg0, %arg1) <{name = "torch.quantized.embedding_bag_byte_rowwise_offsets"}> : (!torch.vtensor<[10,12],ui8>, !torch.vtensor<[3],si64>) -> !torch.vtensor<[2,4],f32>
+python exception: Failure while executing pass pipeline""")
+
+
+def test_compare_accepts_float32_reassociation(rng: np.random.Generator) -> None:
+    terms = rng.standard_normal((4, 64))
+    ref = terms.sum(axis=1)
+    eager = terms.astype(np.float32).sum(axis=1, dtype=np.float32)
+    reordered = terms[:, ::-1].astype(np.float32).sum(axis=1, dtype=np.float32)
+    assert compare(ref, eager, reordered).ok
+
+
+def test_compare_rejects_a_dropped_term() -> None:
+    ref = np.array([[0.5], [0.25]])
+    got = np.array([[0.5], [0.2501 + 0.01]], dtype=np.float32)
+    result = compare(ref, ref.astype(np.float32), got)
+    assert not result.ok
+    assert result.numbers["first_bad_index"] == [1, 0]
+    assert result.numbers["bad_elements"] == 1
+    assert "got 0.2601" in result.reason
+
+
+def test_compare_widens_bound_where_eager_itself_is_imprecise() -> None:
+    ref = np.array([1.0])
+    eager = np.array([1.0 + 1e-3], dtype=np.float32)  # float32 lost 1e-3 here (cancellation)
+    assert compare(ref, eager, np.array([1.0 + 5e-3], dtype=np.float32)).ok
+    assert not compare(ref, eager, np.array([1.0 + 2e-2], dtype=np.float32)).ok
+
+
+def test_compare_nan_and_shape() -> None:
+    ref = np.array([1.0, np.nan])
+    assert compare(ref, ref.astype(np.float32), ref.astype(np.float32)).ok
+    assert not compare(np.array([1.0]), np.array([1.0], np.float32), np.array([np.nan], np.float32)).ok
+    bad = compare(np.zeros((2, 1)), np.zeros((2, 1), np.float32), np.zeros((1, 2), np.float32))
+    assert not bad.ok and "shape" in bad.reason
+
+
+def test_tolerance_values_are_documented_defaults() -> None:
+    assert Tolerance() == Tolerance(atol=1e-5, rtol=1e-4, slack=8.0)
+
+
+def test_first_error_line_skips_boilerplate() -> None:
+    assert first_error_line(INVALID_IR).startswith("error: 'arith.select' op failed to verify")
+    assert first_error_line("python exception: Failure\nsomething else") == "something else"
+
+
+@pytest.mark.parametrize("message, verdict, op", [
+    (INVALID_IR, Verdict.LOWERING_INVALID_IR, "arith.select"),
+    (UNSUPPORTED, Verdict.LOWERING_UNSUPPORTED_OP, "torch.quantized.embedding_bag_byte_rowwise_offsets"),
+    ("error: something odd happened", Verdict.LOWERING_ERROR, None),
+])
+def test_classify_import_failures(message: str, verdict: Verdict, op: str | None) -> None:
+    got, line, blamed = classify(Failure("import", "TorchMlirCompilerError", message))
+    assert (got, blamed) == (verdict, op)
+    assert line.startswith("error:")
+
+
+def test_classify_other_stages_and_deaths() -> None:
+    assert classify(Failure("export", "UserError", "x"))[0] is Verdict.EXPORT_ERROR
+    assert classify(Failure("compile", "CompilerToolError", "error: boom"))[0] is Verdict.COMPILE_ERROR
+    assert classify(Failure("run", "RuntimeError", "x"))[0] is Verdict.RUNTIME_ERROR
+    assert classify(Failure("compile", "SIGSEGV", "died", signal=11))[0] is Verdict.CRASH
+    assert classify(Failure("compile", "MemoryError", "cap"))[0] is Verdict.CRASH
+    assert classify(Failure("run", "Timeout", "slow", timed_out=True))[0] is Verdict.TIMEOUT
+
+
+def test_blamed_op_forms() -> None:
+    assert blamed_op("error: failed to legalize operation 'torch.aten.foo' that was") == "torch.aten.foo"
+    assert blamed_op("error: 'linalg.generic' op expected") == "linalg.generic"
+    assert blamed_op("no op here") is None
+
+
+def test_normalize_error_removes_sample_accidents() -> None:
+    a = normalize_error("loc(\"/a/b.py\":3:4): error: %12 = tensor<3x4xf32> bad [3, 4] at 0x7ff")
+    b = normalize_error("loc(\"/c/d.py\":9:1): error: %7 = tensor<5x1xf32> bad [5, 1] at 0x1ab")
+    assert a == b
+
+
+def test_signature_same_bug_across_configs_different_across_ops() -> None:
+    def outcome(message: str) -> Outcome:
+        verdict, line, op = classify(Failure("import", "E", message))
+        return Outcome("iree-cpu", verdict, "import", line, "", op)
+
+    small = tiny_sample(tiny_config(index_dtype="int32"))
+    other = tiny_sample(tiny_config(index_dtype="int32", ln_emb=(5, 6, 7)), seed=3)
+    owner = "torch-mlir:linalg-on-tensors"
+    assert signature(outcome(INVALID_IR), small, owner) == signature(
+        outcome(INVALID_IR.replace("461:0", "12:3")), other, owner)
+    assert signature(outcome(INVALID_IR), small, owner) != signature(outcome(UNSUPPORTED), small, owner)
+    assert signature(outcome(INVALID_IR), small, owner).startswith("lowering_invalid_ir-")
+
+
+def test_signature_of_mismatch_follows_code_path_features() -> None:
+    mismatch = Outcome("iree-cpu", Verdict.MISMATCH, "run", "off")
+    pooled = tiny_sample(tiny_config(weighted_pooling="fixed"))
+    plain = tiny_sample(tiny_config())
+    pooled_again = tiny_sample(tiny_config(weighted_pooling="fixed", ln_emb=(3, 3, 3)), seed=1)
+    assert signature(mismatch, pooled, "iree-cpu") == signature(mismatch, pooled_again, "iree-cpu")
+    assert signature(mismatch, pooled, "iree-cpu") != signature(mismatch, plain, "iree-cpu")
+
+
+def test_judge_reports_first_bad_batch() -> None:
+    ref = TargetResult("eager-f64", [np.array([[0.5]]), np.array([[0.7]])])
+    eager = TargetResult("eager", [np.array([[0.5]], np.float32), np.array([[0.7]], np.float32)])
+    got = TargetResult("iree-cpu", [np.array([[0.5]], np.float32), np.array([[0.9]], np.float32)],
+                       timings={"compile": 1.0})
+    outcome = judge(got, ref, eager)
+    assert outcome.verdict is Verdict.MISMATCH
+    assert outcome.numbers["batch"] == 1
+    assert outcome.timings == {"compile": 1.0}
+    same = TargetResult("iree-cpu", [np.array([[0.5]], np.float32), np.array([[0.7]], np.float32)])
+    assert judge(same, ref, eager).verdict is Verdict.PASS

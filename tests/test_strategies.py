@@ -1,0 +1,102 @@
+"""The strategies: every sample is valid, every DLRM code path and sparse
+edge case is reachable, and shrinking lands on the plainest DLRM."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+
+from fuzz.config import DLRMConfig
+from fuzz.sample import Sample
+from strategies import ConfigLimits, bags, batches_like, dlrm_configs, samples
+
+
+@settings(max_examples=150)
+@given(samples())
+def test_every_sample_is_valid(sample: Sample) -> None:
+    shapes = {tuple(a.shape for a in b.flat()) for b in sample.batches}
+    assert len(shapes) == 1  # one static compile serves all batches of a sample
+    for batch in sample.batches:
+        batch.validate(sample.config)  # raises on anything DLRM_Net would reject
+        assert all(o.dtype == np.dtype(sample.config.index_dtype) for o in batch.offsets)
+
+
+@pytest.mark.parametrize("name, predicate", [
+    ("qr mult", lambda c: c.qr_flag and c.qr_operation == "mult" and c.table_kind(0) == "qr"),
+    ("qr add", lambda c: c.qr_flag and c.qr_operation == "add"),
+    ("qr concat", lambda c: c.qr_concat),
+    ("md with projection", lambda c: c.md_flag and any(
+        c.table_kind(k) == "md" and c.table_width(k) < c.base_width for k in range(c.num_tables))),
+    ("8-bit", lambda c: c.quantize_bits == 8),
+    ("4-bit", lambda c: c.quantize_bits == 4),
+    ("learned pooling", lambda c: c.weighted_pooling == "learned"),
+    ("fixed pooling", lambda c: c.weighted_pooling == "fixed"),
+    ("int32", lambda c: c.index_dtype == "int32"),
+    ("cat", lambda c: c.arch_interaction_op == "cat"),
+    ("dot itself", lambda c: c.arch_interaction_op == "dot" and c.arch_interaction_itself),
+    ("sigmoid in top", lambda c: c.sigmoid_top >= 0),
+    ("sigmoid in bottom", lambda c: c.sigmoid_bot >= 0),
+    ("clamp", lambda c: 0 < c.loss_threshold < 1),
+    ("four tables", lambda c: c.num_tables == 4),
+])
+def test_every_code_path_is_reachable(name: str, predicate: Callable[[DLRMConfig], bool]) -> None:
+    found = find(dlrm_configs(), predicate, settings=settings(max_examples=2000))
+    assert predicate(found)
+
+
+@pytest.mark.parametrize("name, predicate", [
+    ("empty bag", lambda s: any((b.bag_lengths(k) == 0).any() for b in s.batches
+                                for k in range(s.config.num_tables))),
+    ("last row", lambda s: any(b.indices[k].size and b.indices[k].max() == s.config.ln_emb[k] - 1
+                               and s.config.ln_emb[k] > 1 for b in s.batches
+                               for k in range(s.config.num_tables))),
+    ("duplicate index in a bag", lambda s: any(
+        len(set(b.indices[0][b.offsets[0][i]:b.offsets[0][i] + n].tolist())) < n
+        for b in s.batches for i, n in enumerate(b.bag_lengths(0)))),
+    ("batch of one", lambda s: s.batches[0].batch_size == 1),
+    ("several batches", lambda s: len(s.batches) >= 2),
+    ("all bags empty", lambda s: s.batches[0].indices[0].size == 0),
+])
+def test_sparse_edge_cases_are_reachable(name: str, predicate: Callable[[Sample], bool]) -> None:
+    assert predicate(find(samples(), predicate, settings=settings(max_examples=2000)))
+
+
+def test_shrinks_to_the_plainest_dlrm() -> None:
+    smallest = find(samples(), lambda s: True, settings=settings(database=None))
+    c = smallest.config
+    assert (c.ln_emb, c.m_spa, c.weighted_pooling, c.index_dtype) == ((1,), 1, None, "int64")
+    assert (c.qr_flag, c.md_flag, c.quantize_bits, c.arch_interaction_op) == (False, False, 32, "dot")
+    assert (c.sigmoid_bot, c.sigmoid_top, c.loss_threshold) == (-1, -1, 0.0)
+    assert smallest.seed == 0 and len(smallest.batches) == 1
+    assert smallest.batches[0].batch_size == 1
+    assert smallest.batches[0].indices[0].tolist() == [0]  # no empty bag
+
+
+def test_failure_needing_pooling_shrinks_to_just_pooling() -> None:
+    found = find(samples(), lambda s: s.config.weighted_pooling is not None,
+                 settings=settings(max_examples=500))
+    c = found.config
+    assert c.weighted_pooling == "fixed" and c.ln_emb == (1,) and c.quantize_bits == 32
+
+
+@given(st.data())
+def test_batches_like_keeps_shapes(data: st.DataObject) -> None:
+    sample = data.draw(samples(max_batches=1))
+    again = data.draw(batches_like(sample.config, sample.batches[0]))
+    assert [a.shape for a in again.flat()] == [a.shape for a in sample.batches[0].flat()]
+    again.validate(sample.config)
+
+
+def test_argument_validation() -> None:
+    with pytest.raises(ValueError, match="rows=0"):
+        bags(0)
+    with pytest.raises(ValueError, match="max_batches=0"):
+        samples(max_batches=0)
+    with pytest.raises(ValueError, match="max_rows=0"):
+        ConfigLimits(max_rows=0)
+    with pytest.raises(TypeError, match="limits="):
+        dlrm_configs(limits={"max_rows": 3})  # type: ignore[arg-type]

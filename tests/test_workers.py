@@ -1,0 +1,51 @@
+"""The worker pool survives its workers: FAKE targets (named as such; they
+only exist to test the engine) segfault, abort, hang, blow up memory or
+raise, and the pool turns each into a CRASH / TIMEOUT / error result,
+replaces the worker, and loses no other job's result."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.targets import resolve_targets
+from fuzz.workers import WorkerPool
+from oracles import Verdict, classify
+from tests.helpers import tiny_sample
+
+
+@pytest.fixture(scope="module")
+def pool() -> WorkerPool:
+    with WorkerPool(2, timeout_s=10, memory_mb=1024, preload=False) as workers:
+        yield workers
+
+
+def test_misbehaving_targets_become_outcomes(pool: WorkerPool) -> None:
+    names = ["fake-ok", "fake-segfault", "fake-ok", "fake-abort", "fake-hang", "fake-oom",
+             "fake-raise", "fake-ok"]
+    sample = tiny_sample(batches=2)
+    replaced_before = pool.replaced
+    results = pool.run([(t, sample) for t in resolve_targets(names)])
+    assert [r.target for r in results] == names
+    verdicts = [classify(r.failure)[0] if r.failure else Verdict.PASS for r in results]
+    assert verdicts == [Verdict.PASS, Verdict.CRASH, Verdict.PASS, Verdict.CRASH, Verdict.TIMEOUT,
+                        Verdict.CRASH, Verdict.COMPILE_ERROR, Verdict.PASS]
+    segfault, abort, hang, oom = results[1].failure, results[3].failure, results[4].failure, results[5].failure
+    assert segfault is not None and segfault.signal == 11 and segfault.stage == "compile"
+    assert "Fatal Python error: Segmentation fault" in segfault.stderr_tail
+    assert abort is not None and abort.error_type == "SIGABRT"
+    assert hang is not None and hang.timed_out and "10s" in hang.message
+    assert oom is not None and oom.error_type == "MemoryError"
+    for ok in (results[0], results[2], results[7]):
+        assert ok.failure is None and len(ok.outputs) == 2
+        assert all(out is not None and out.shape == (2, 1) for out in ok.outputs)
+    assert pool.replaced - replaced_before == 4
+
+
+def test_pool_still_works_after_crashes(pool: WorkerPool) -> None:
+    results = pool.run([(t, tiny_sample()) for t in resolve_targets(["fake-segfault", "fake-ok"])])
+    assert results[0].failure is not None and results[1].failure is None
+
+
+def test_pool_rejects_zero_workers() -> None:
+    with pytest.raises(ValueError, match="workers=0"):
+        WorkerPool(0)
