@@ -94,11 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _corpus(console, err, args.path)
         return _run(console, err, args)
     except (UnknownTarget, CorpusError) as exc:
-        err.print(f"dlrm-fuzz: error: {exc}", markup=False)
+        err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
     except HarnessError as exc:
         err.print(f"dlrm-fuzz: internal error (a bug in dlrm-fuzz, please report): {exc}",
-                  markup=False)
+                  markup=False, soft_wrap=True)
         return EXIT_HARNESS
 
 
@@ -119,16 +119,14 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
     if path.exists() and not path.is_dir():
         raise CorpusError(f"corpus={str(path)!r}: is not a folder")
     entries, junk = corpus.load(path)
-    table = Table(title=f"corpus {path} ({len(entries)} buckets)")
-    for column in ("bucket", "verdict", "owner", "error / numbers"):
-        table.add_column(column, overflow="fold")
+    # One line per bucket, not a table: grep- and diff-friendly at any width.
+    console.print(f"corpus {path}: {len(entries)} buckets", markup=False)
     for entry in entries:
         case = entry.case
-        table.add_row(entry.bucket, case.get("verdict", "?"), case.get("owner", "?"),
-                      str(case.get("error", ""))[:160])
-    console.print(table)
+        console.print(f"{entry.bucket}  {case.get('verdict', '?')}  {case.get('owner', '?')}  "
+                      f"{str(case.get('error', ''))[:160]}", markup=False, soft_wrap=True)
     for line in junk:
-        err.print(f"dlrm-fuzz: warning: {line}", markup=False)
+        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     return EXIT_OK
 
 
@@ -142,18 +140,18 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               targets=names, workers=args.workers, timeout_s=args.timeout,
                               memory_mb=args.memory_mb, max_samples=args.max_samples)
     console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s targets={','.join(names)} "
-                  f"workers={args.workers} corpus={args.corpus}", markup=False)
+                  f"workers={args.workers} corpus={args.corpus}", markup=False, soft_wrap=True)
 
     def on_finding(finding: Finding, report: CampaignReport) -> None:
         if finding.new:
             o = finding.outcome
             console.print(f"  NEW  sample {finding.sample_index}: {o.target} {o.verdict.value} "
-                          f"-> {finding.path}\n       {o.error[:200]}", markup=False)
+                          f"-> {finding.path}\n       {o.error[:200]}", markup=False, soft_wrap=True)
 
     report = run_campaign(options, on_finding)
     _summary(console, report)
     for line in report.harness_errors:
-        err.print(f"dlrm-fuzz: harness error: {line}", markup=False)
+        err.print(f"dlrm-fuzz: harness error: {line}", markup=False, soft_wrap=True)
     return EXIT_HARNESS if report.harness_errors else EXIT_OK
 
 

@@ -1,0 +1,86 @@
+"""The command line as a user meets it: bad input is one line and exit 2,
+``targets`` lists the table, and a short real campaign on the CPU stores
+real failures of the pinned toolchain without touching existing entries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzz import corpus
+from fuzz.cli import main, parse_duration
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fuzz", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--targets", "iree-nope"], "target='iree-nope': unknown"),
+    (["run", "--budget", "soon"], "duration='soon'"),
+    (["run", "--workers", "0"], "value='0'"),
+    (["launch"], "invalid choice: 'launch'"),
+])
+def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_corpus_that_is_a_file_is_refused_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "corpus"
+    path.write_text("precious")
+    done = _cli("run", "--corpus", str(path), "--budget", "1s")
+    assert done.returncode == 2 and "is not a folder" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert path.read_text() == "precious"
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90") == 90 and parse_duration("2m") == 120
+    assert parse_duration("1.5h") == 5400
+
+
+def test_targets_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("eager-f64", "eager", "iree-cpu", "fake-segfault"):
+        assert name in out
+    assert "FAKE" in out
+
+
+@pytest.mark.pipeline
+def test_short_campaign_stores_real_failures(tmp_path: Path) -> None:
+    store = tmp_path / "corpus"
+    done = _cli("run", "--budget", "120s", "--max-samples", "12", "--seed", "0",
+                "--corpus", str(store), "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert "campaign summary" in done.stdout
+    entries, junk = corpus.load(store)
+    assert junk == []
+    assert entries, f"no failure found in 12 samples:\n{done.stdout}"
+    verdicts = {e.case["verdict"] for e in entries}
+    assert verdicts & {"MISMATCH", "LOWERING_INVALID_IR", "LOWERING_UNSUPPORTED_OP"}
+    for entry in entries:
+        assert entry.case["tool_versions"]["torch-mlir"] == "20261001"
+        assert entry.case["error"] and entry.case["target"] == "iree-cpu"
+    snapshot = {e.bucket: (e.path / "case.json").read_text() for e in entries}
+
+    again = _cli("run", "--budget", "120s", "--max-samples", "12", "--seed", "0",
+                 "--corpus", str(store), "--workers", "2")
+    assert again.returncode == 0, again.stderr
+    assert "NEW" not in again.stdout  # same seed, same findings, all already stored
+    for bucket, text in snapshot.items():
+        assert (store / bucket / "case.json").read_text() == text
+
+    listing = _cli("corpus", str(store))
+    assert listing.returncode == 0
+    assert all(bucket[:20] in listing.stdout for bucket in snapshot)
+    json.loads((entries[0].path / "case.json").read_text())
