@@ -61,7 +61,7 @@ class CampaignReport:
     findings: list[Finding] = field(default_factory=list)
     harness_errors: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
-    stage_seconds: Counter[str] = field(default_factory=Counter)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     workers_replaced: int = 0
 
     @property
@@ -116,7 +116,7 @@ def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
     for target, result in zip(targets, results[2:]):
         report.configs_compiled += result.compiles
         for stage, seconds in result.timings.items():
-            report.stage_seconds[stage] += seconds
+            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
         try:
             outcome = judge(result, reference, eager, options.tolerance)
         except ReferenceFailed as exc:
