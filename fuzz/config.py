@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,13 +62,16 @@ def _fail(name: str, value: Any, must: str) -> InvalidConfig:
 
 def _int_tuple(name: str, value: Any, *, min_len: int, min_value: int) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        if name == "m_spa":
+            raise _fail(name, value, "must be an integer, or with md_flag a list of integers")
         raise _fail(name, value, f"must be a list of at least {min_len} integers")
     items = tuple(value)
     if len(items) < min_len:
         raise _fail(name, list(items), f"must have at least {min_len} entries")
+    if any(isinstance(item, bool) or not isinstance(item, numbers.Integral) for item in items):
+        raise _fail(name, list(items), "must contain only integers")
+    items = tuple(int(item) for item in items)
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise _fail(name, list(items), "must contain only integers")
         if item < min_value:
             raise _fail(name, list(items), f"every entry must be >= {min_value}")
     return items
@@ -107,6 +111,8 @@ class DLRMConfig:
         set_(self, "ln_emb", _int_tuple("ln_emb", self.ln_emb, min_len=1, min_value=1))
         set_(self, "ln_bot", _int_tuple("ln_bot", self.ln_bot, min_len=2, min_value=1))
         set_(self, "ln_top", _int_tuple("ln_top", self.ln_top, min_len=2, min_value=1))
+        if isinstance(self.m_spa, numbers.Integral) and not isinstance(self.m_spa, bool):
+            set_(self, "m_spa", int(self.m_spa))
         if isinstance(self.m_spa, bool) or not isinstance(self.m_spa, int):
             widths = _int_tuple("m_spa", self.m_spa, min_len=1, min_value=1)
             if not self.md_flag:
@@ -139,14 +145,17 @@ class DLRMConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _fail(name, value, "must be an integer")
-        if self.qr_flag and (not isinstance(self.qr_collisions, int) or self.qr_collisions < 1):
-            raise _fail("qr_collisions", self.qr_collisions, "must be >= 1 when qr_flag=True")
+        if isinstance(self.qr_collisions, bool) or not isinstance(self.qr_collisions, int) \
+                or self.qr_collisions < 1:
+            raise _fail("qr_collisions", self.qr_collisions, "must be an integer >= 1")
+        if self.schema != 1:
+            raise _fail("schema", self.schema, "this dlrm-fuzz reads config schema 1 only")
         for name, widths in (("sigmoid_bot", self.ln_bot), ("sigmoid_top", self.ln_top)):
             last = len(widths) - 2
             if not -1 <= getattr(self, name) <= last:
                 raise _fail(name, getattr(self, name),
                             f"must be -1 (no sigmoid) or a layer index 0..{last}")
-        if not isinstance(self.loss_threshold, (int, float)) or not (
+        if isinstance(self.loss_threshold, bool) or not isinstance(self.loss_threshold, (int, float)) or not (
             0.0 <= self.loss_threshold <= 0.5 and math.isfinite(self.loss_threshold)
         ):
             raise _fail("loss_threshold", self.loss_threshold,

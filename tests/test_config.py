@@ -28,7 +28,7 @@ from fuzz.config import DLRMConfig, InvalidConfig, embedding_width, interaction_
 
 
 def make(**overrides: Any) -> DLRMConfig:
-    """Three tables of width 4, dot interaction: ln_top starts at 4 + 3*2/2... = 4 + 6 = 10."""
+    """Three tables of width 4, dot interaction: 4 features, ln_top starts at 4 + 4*3/2 = 10."""
     fields: dict[str, Any] = dict(m_spa=4, ln_emb=(10, 20, 30), ln_bot=(3, 4), ln_top=(10, 1))
     fields.update(overrides)
     return DLRMConfig(**fields)
@@ -245,12 +245,27 @@ def test_qr_concat_constraint_ignored_without_qr_flag() -> None:
 
 @pytest.mark.parametrize("value", [0, -1])
 def test_qr_collisions_at_least_one(value: int) -> None:
-    raises(rf"^qr_collisions={value}: must be >= 1 when qr_flag=True", qr_flag=True,
+    raises(rf"^qr_collisions={value}: must be an integer >= 1", qr_flag=True,
            qr_collisions=value)
 
 
-def test_qr_collisions_must_be_int() -> None:
-    raises(r"^qr_collisions=2\.5: must be >= 1", qr_flag=True, qr_collisions=2.5)
+@pytest.mark.parametrize("value", [2.5, True, "many"])
+def test_qr_collisions_must_be_int_even_without_qr(value: object) -> None:
+    raises(r"^qr_collisions=.*: must be an integer >= 1", qr_collisions=value)
+
+
+def test_schema_and_bool_threshold_and_float_width_are_rejected() -> None:
+    raises(r"^schema='x': this dlrm-fuzz reads config schema 1 only", schema="x")
+    raises(r"^loss_threshold=False: must be in \[0, 0.5\]", loss_threshold=False)
+    raises(r"^m_spa=4.0: must be an integer, or with md_flag a list", m_spa=4.0)
+
+
+def test_numpy_integers_are_accepted() -> None:
+    import numpy as np
+
+    config = make(ln_emb=np.array([10, 20, 30]), m_spa=np.int64(4))
+    assert config.ln_emb == (10, 20, 30) and type(config.ln_emb[0]) is int
+    assert type(config.m_spa) is int
 
 
 @pytest.mark.parametrize("name", ["qr_threshold", "md_threshold"])
@@ -309,6 +324,9 @@ def test_json_keeps_every_field() -> None:
     assert set(data) == {f.name for f in dataclasses.fields(DLRMConfig)}
     assert data["weighted_pooling"] == "fixed" and data["loss_threshold"] == 0.1
     assert data["m_spa"] == 4 and data["schema"] == 1
+    as_dict = make(m_spa=(2, 4, 4), md_flag=True).to_dict()
+    assert all(type(as_dict[name]) is list for name in ("m_spa", "ln_emb", "ln_bot", "ln_top"))
+    assert as_dict["ln_emb"] == [10, 20, 30] and as_dict["m_spa"] == [2, 4, 4]
 
 
 def test_from_json_fills_defaults() -> None:
