@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from fuzz import corpus
 from fuzz.execute import TargetResult
 from fuzz.sample import Sample
-from fuzz.targets import EAGER, REFERENCE, Target, resolve_targets
+from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
 from fuzz.workers import WorkerPool
 from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
 from oracles.signature import signature, signature_key
@@ -34,12 +34,16 @@ class CampaignOptions:
     budget_s: float = 60.0
     seed: int = 0
     corpus_dir: Path = Path("corpus")
-    targets: tuple[str, ...] = ("iree-cpu",)
+    # None: every target available on this machine.
+    targets: tuple[str, ...] | None = None
+    table: dict[str, Target] | None = None  # built-ins plus plugins; None: built-ins
     workers: int = 2
     timeout_s: float = 120.0
     memory_mb: int | None = 8192
     max_samples: int | None = None
     tolerance: Tolerance = Tolerance()
+    cache_dir: Path | None = None  # None: no artifact cache
+    cache_mb: int = 2048
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Finding:
 
 @dataclass
 class CampaignReport:
+    targets: list[str] = field(default_factory=list)
     samples: int = 0
     configs_compiled: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -63,6 +68,7 @@ class CampaignReport:
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     workers_replaced: int = 0
+    batches_checked: int = 0
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -75,13 +81,16 @@ class _BudgetSpent(BaseException):
 
 def run_campaign(options: CampaignOptions,
                  on_finding: Callable[[Finding, CampaignReport], None] | None = None) -> CampaignReport:
-    targets = resolve_targets(options.targets)
+    table = options.table if options.table is not None else TARGETS
+    names = options.targets if options.targets is not None else available_targets(table)
+    targets = resolve_targets(names, table, check_available=True)
     references = resolve_targets([REFERENCE, EAGER])
-    report = CampaignReport()
+    report = CampaignReport(targets=[t.name for t in targets])
     start = time.monotonic()
     deadline = start + options.budget_s
     known = {entry.bucket for entry in corpus.load(options.corpus_dir)[0]}
-    with WorkerPool(options.workers, options.timeout_s, options.memory_mb) as pool:
+    with WorkerPool(options.workers, options.timeout_s, options.memory_mb,
+                    cache_dir=options.cache_dir, cache_mb=options.cache_mb) as pool:
         # Worker start-up (imports) is not fuzzing time.
         deadline += time.monotonic() - start
 
@@ -123,6 +132,7 @@ def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
             report.harness_errors.append(f"sample {report.samples} ({sample.describe()}): {exc}")
             return
         report.outcomes[(target.name, outcome.verdict.value)] += 1
+        report.batches_checked += sum(out is not None for out in result.outputs)
         if outcome.verdict is Verdict.PASS:
             continue
         finding = _file(outcome, result, sample, target, options, known, report.samples)

@@ -22,7 +22,10 @@ from rich.table import Table
 from fuzz import corpus
 from fuzz.campaign import CampaignOptions, CampaignReport, Finding, run_campaign
 from fuzz.corpus import CorpusError
-from fuzz.targets import DEFAULT_TARGETS, FAKE_TARGETS, TARGETS, UnknownTarget, resolve_targets
+from fuzz.cache import default_cache_dir
+from fuzz.plugins import PluginError, target_table
+from fuzz.targets import (EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget,
+                          available_targets, resolve_targets)
 from fuzz.workers import HarnessError
 
 __all__ = ["main", "parse_duration"]
@@ -66,9 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0)")
     run.add_argument("--corpus", type=Path, default=Path("corpus"),
                      help="folder where failures are stored (default corpus/)")
-    run.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
-                     help=f"comma-separated targets (default {','.join(DEFAULT_TARGETS)}; "
-                          f"see `dlrm-fuzz targets`)")
+    run.add_argument("--targets", default=None,
+                     help="comma-separated targets (default: every target available here; "
+                          "see `dlrm-fuzz targets`)")
+    _plugin_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                      help="worker processes (default: number of cores)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
@@ -77,10 +81,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="address-space cap per worker in MiB (default 8192)")
     run.add_argument("--max-samples", type=_positive_int, default=None,
                      help="stop after this many samples even if budget remains")
-    sub.add_parser("targets", help="list the targets")
+    run.add_argument("--cache", type=Path, default=default_cache_dir(),
+                     help="artifact cache folder (default $DLRM_FUZZ_CACHE or ~/.cache/dlrm-fuzz)")
+    run.add_argument("--no-cache", action="store_true", help="export, lower and compile everything afresh")
+    run.add_argument("--cache-mb", type=_positive_int, default=2048,
+                     help="artifact cache size bound in MiB (default 2048)")
+    targets = sub.add_parser("targets", help="list the targets, whether each runs here, and why not")
+    _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
     show.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     return parser
+
+
+def _plugin_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target-plugin", action="append", default=[], metavar="MODULE:FACTORY",
+                        help="add targets from a factory in your own module (repeatable); "
+                             "entry points in the 'dlrm_fuzz.targets' group load too")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,11 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     try:
         if args.command == "targets":
-            return _targets(console)
+            return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":
             return _corpus(console, err, args.path)
         return _run(console, err, args)
-    except (UnknownTarget, CorpusError) as exc:
+    except (UnknownTarget, UnavailableTarget, CorpusError, PluginError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
     except HarnessError as exc:
@@ -102,16 +118,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_HARNESS
 
 
-def _targets(console: Console) -> int:
-    table = Table(title="targets")
-    for column in ("name", "default", "what it runs"):
-        table.add_column(column)
-    for name, target in TARGETS.items():
-        table.add_row(name, "yes" if name in DEFAULT_TARGETS else "reference"
-                      if name.startswith("eager") else "", target.description)
+def _targets(console: Console, table: dict[str, Target]) -> int:
+    available = set(available_targets(table))
+    grid = Table(title="targets (default run: every available compiled target)")
+    grid.add_column("name", no_wrap=True)
+    grid.add_column("available", no_wrap=True)
+    grid.add_column("what it runs / why not and how to enable", overflow="fold")
+    for name, target in table.items():
+        if name in (REFERENCE, EAGER):
+            grid.add_row(name, "reference", target.description)
+            continue
+        ok, why = target.availability()
+        grid.add_row(name, "yes" if name in available else "no",
+                     target.description if ok else f"{target.description}\n-> {why}")
     for name, target in FAKE_TARGETS.items():
-        table.add_row(name, "", target.description)
-    console.print(table)
+        grid.add_row(name, "FAKE", target.description)
+    console.print(grid)
     return EXIT_OK
 
 
@@ -131,14 +153,21 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
 
 
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
-    names = tuple(n.strip() for n in args.targets.split(",") if n.strip())
-    resolve_targets(names)  # fail fast, before starting workers
+    table = target_table(args.target_plugin)
+    if args.targets is None:
+        names = tuple(available_targets(table))
+    else:
+        names = tuple(n.strip() for n in args.targets.split(",") if n.strip())
+    resolve_targets(names, table, check_available=True)  # fail fast, before starting workers
     if args.corpus.exists() and not args.corpus.is_dir():
         raise CorpusError(f"corpus={str(args.corpus)!r}: exists but is not a folder; "
                           f"pass --corpus a folder path")
     options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
-                              targets=names, workers=args.workers, timeout_s=args.timeout,
-                              memory_mb=args.memory_mb, max_samples=args.max_samples)
+                              targets=names, table=table, workers=args.workers,
+                              timeout_s=args.timeout, memory_mb=args.memory_mb,
+                              max_samples=args.max_samples,
+                              cache_dir=None if args.no_cache else args.cache,
+                              cache_mb=args.cache_mb)
     console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s targets={','.join(names)} "
                   f"workers={args.workers} corpus={args.corpus}", markup=False, soft_wrap=True)
 
@@ -158,7 +187,9 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
 def _summary(console: Console, report: CampaignReport) -> None:
     head = Table(title="campaign summary", show_header=False)
     head.add_row("samples", str(report.samples))
+    head.add_row("targets", ", ".join(report.targets))
     head.add_row("configs compiled", str(report.configs_compiled))
+    head.add_row("batches checked", str(report.batches_checked))
     head.add_row("elapsed", f"{report.elapsed_s:.1f}s")
     head.add_row("failures", str(len(report.findings)))
     head.add_row("new buckets", str(len(report.new_buckets)))

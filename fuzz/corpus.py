@@ -18,7 +18,6 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +25,15 @@ import numpy as np
 
 from fuzz.config import DLRMConfig, InvalidConfig
 from fuzz.sample import InvalidSample, Sample
+from fuzz.versions import tool_versions
 
 __all__ = ["CorpusEntry", "CorpusError", "save", "load", "tool_versions", "SCHEMA"]
 
 SCHEMA = 1
-_TOOLS = ("torch", "torch-mlir", "iree-base-compiler", "iree-base-runtime", "hypothesis", "numpy")
 
 
 class CorpusError(ValueError):
     """A corpus folder that cannot be used (not a directory, not writable)."""
-
-
-def tool_versions() -> dict[str, str]:
-    versions = {}
-    for tool in _TOOLS:
-        try:
-            versions[tool] = metadata.version(tool)
-        except metadata.PackageNotFoundError:
-            versions[tool] = "not installed"
-    return versions
 
 
 @dataclass(frozen=True)

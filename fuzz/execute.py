@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fuzz.cache import ArtifactCache
 from fuzz.pipeline import StageFailure, Timer
 from fuzz.sample import Sample
 from fuzz.targets import Target
@@ -54,30 +55,31 @@ def _shape_key(flat: list[np.ndarray]) -> tuple[tuple[int, ...], ...]:
     return tuple(a.shape for a in flat)
 
 
-def execute(target: Target, sample: Sample,
-            on_stage: Callable[[str], None] | None = None) -> TargetResult:
+def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | None = None,
+            cache: ArtifactCache | None = None) -> TargetResult:
+    """One compile per (config, target): a shape-polymorphic target runs every
+    batch on it; a static one runs the batches shaped like the first (the
+    others stay ``None``: not checked, not failed)."""
     timer = Timer(on_stage)
     result = TargetResult(target=target.name, outputs=[None] * len(sample.batches),
                           timings=timer.seconds)
-    artifacts: dict[Any, Any] = {}
-    for b, batch in enumerate(sample.batches):
-        flat = batch.flat()
-        key = _shape_key(flat)
-        try:
-            if key not in artifacts:
-                artifacts[key] = target.compile(sample.config, sample.seed, flat, timer)
-                result.compiles += 1
-                result.stage_reached = "compile"
-                for name, text in target.artifact_texts(artifacts[key]).items():
-                    if len(text) <= MAX_TEXT_BYTES:
-                        result.texts.setdefault(name, text)
-            outputs = target.run(artifacts[key], flat, timer)
+    first = sample.batches[0].flat()
+    try:
+        artifact = target.compile(sample.config, sample.seed, first, timer, cache)
+        result.compiles = 1
+        result.stage_reached = "compile"
+        for name, text in target.artifact_texts(artifact).items():
+            if len(text) <= MAX_TEXT_BYTES:
+                result.texts[name] = text
+        for b, batch in enumerate(sample.batches):
+            flat = batch.flat()
+            if not target.any_shape and _shape_key(flat) != _shape_key(first):
+                continue
+            result.outputs[b] = target.run(artifact, flat, timer)[0]
             result.stage_reached = "run"
-        except StageFailure as failure:
-            result.failure = Failure(failure.stage, failure.error_type, failure.message)
-            _keep_failed_program(failure, result)
-            return result
-        result.outputs[b] = outputs[0]
+    except StageFailure as failure:
+        result.failure = Failure(failure.stage, failure.error_type, failure.message)
+        _keep_failed_program(failure, result)
     return result
 
 

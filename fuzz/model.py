@@ -10,7 +10,7 @@ the right answer.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from torch import nn
 
 from fuzz.config import DLRMConfig
 
-__all__ = ["DLRM", "build", "build_reference", "example_args", "to_torch"]
+__all__ = ["DLRM", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
 
 
 def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) -> nn.Sequential:
@@ -225,5 +225,20 @@ def to_torch(arrays: Sequence[np.ndarray], num_tables: int,
     return dense, offsets, indices
 
 
-def example_args(flat: Sequence[np.ndarray], config: DLRMConfig) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    return to_torch(flat, config.num_tables)
+def tracing_example(config: DLRMConfig) -> list[np.ndarray]:
+    """Inputs to export a shape-polymorphic program from. Sizes are 2, not 0 or
+    1, because torch.export specializes dimensions it sees as 0 or 1."""
+    dtype = np.dtype(config.index_dtype)
+    return ([np.zeros((2, config.num_dense), np.float32)]
+            + [np.array([0, 1], dtype) for _ in config.ln_emb]
+            + [np.zeros(2, dtype) for _ in config.ln_emb])
+
+
+def dynamic_shapes(config: DLRMConfig) -> tuple[Any, ...]:
+    """``torch.export`` dynamic-shape spec: one batch dimension shared by the
+    dense input and every offsets tensor, and an index count per table."""
+    from torch.export import Dim
+
+    batch = Dim("batch", min=1, max=2**20)
+    counts = [Dim(f"indices_{k}", min=0, max=2**24) for k in range(config.num_tables)]
+    return ({0: batch}, [{0: batch} for _ in counts], [{0: count} for count in counts])

@@ -147,6 +147,11 @@ class LoadedModule:
     def __init__(self, vmfb: bytes, driver: str) -> None:
         import iree.runtime as rt
 
+        from fuzz.devices import ensure_runtime_environment
+
+        ensure_runtime_environment()
+        self.driver = driver
+
         def load() -> Any:
             config = rt.Config(driver)
             context = rt.SystemContext(config=config)
@@ -156,24 +161,9 @@ class LoadedModule:
         self._context = _stage("run", load)
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        def call() -> list[np.ndarray]:
-            result = self._context.modules.module["main"](*inputs)
-            return [np.array(_to_host(r)) for r in _flatten(result)]
+        from fuzz.devices import call_and_read_back
 
-        return _stage("run", call)
-
-
-def _flatten(result: Any) -> Iterator[Any]:
-    if isinstance(result, (list, tuple)):
-        for item in result:
-            yield from _flatten(item)
-    else:
-        yield result
-
-
-def _to_host(value: Any) -> np.ndarray:
-    to_host = getattr(value, "to_host", None)
-    return to_host() if to_host is not None else np.asarray(value)
+        return _stage("run", lambda: call_and_read_back(self._context, "main", inputs, self.driver))
 
 
 def run_vmfb(vmfb: bytes, driver: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -3,14 +3,18 @@
 A target is a named pipeline split like torch-mlir's e2e ``TestConfig``:
 ``compile(config, seed, example_inputs) -> artifact`` then
 ``run(artifact, inputs) -> outputs``. An artifact is never mutated, so one
-compile serves every input batch of its shape. The eager model (float32) and
-its float64 twin are targets like any other; ``fake-*`` targets misbehave on
-purpose (segfault, abort, hang, memory blow-up) and exist only to test the
-engine's own crash and timeout handling.
+compile serves many input batches. The eager model (float32) and its float64
+twin are targets like any other. Every compiled target exists in a static
+form (shapes of the first batch baked in) and a ``-dyn`` form (batch size and
+per-table index counts symbolic), since both code paths need testing.
+``fake-*`` targets misbehave on purpose (segfault, abort, hang, memory
+blow-up) and exist only to test the engine's own crash and timeout handling.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import signal
 import time
@@ -19,15 +23,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fuzz.cache import ArtifactCache, CachedFailure, cache_key
 from fuzz.config import DLRMConfig
 from fuzz.pipeline import StageFailure, Timer
+from fuzz.versions import tool_versions
 
-__all__ = ["Target", "EagerTarget", "IreeTarget", "FakeTarget", "TARGETS", "FAKE_TARGETS",
-           "UnknownTarget", "resolve_targets", "DEFAULT_TARGETS", "REFERENCE", "EAGER"]
+__all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "RefBackendTarget",
+           "FakeTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
+           "resolve_targets", "available_targets", "REFERENCE", "EAGER"]
 
 
 class UnknownTarget(ValueError):
-    """A target name that is not in the table."""
+    """A target name that is not in the table (nor added by a plugin)."""
+
+
+class UnavailableTarget(ValueError):
+    """A known target that cannot run on this machine (no device, no driver)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +46,17 @@ class Target:
     name: str
     description: str
 
+    @property
+    def any_shape(self) -> bool:
+        """True when one artifact runs batches of every shape."""
+        return True
+
+    def availability(self) -> tuple[bool, str]:
+        """(True, "") or (False, why not and how to enable it)."""
+        return True, ""
+
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
-                timer: Timer) -> Any:
+                timer: Timer, cache: ArtifactCache | None = None) -> Any:
         raise NotImplementedError
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
@@ -59,7 +79,7 @@ class EagerTarget(Target):
     dtype: str = "float32"
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
-                timer: Timer) -> Any:
+                timer: Timer, cache: ArtifactCache | None = None) -> Any:
         from fuzz.model import build, build_reference
 
         factory = build_reference if self.dtype == "float64" else build
@@ -81,32 +101,17 @@ class EagerTarget(Target):
 
 
 @dataclass(frozen=True)
-class IreeTarget(Target):
-    """torch.export -> torch-mlir (``output_type``) -> IREE ``backend`` -> ``driver``."""
+class CompiledTarget(Target):
+    """torch.export -> torch-mlir (``output_type``) -> a backend. The lowered
+    program is cached by everything that determines it, so targets sharing an
+    output type (and replays) export and lower it once."""
 
     output_type: str = "linalg-on-tensors"
-    backend: str = "llvm-cpu"
-    driver: str = "local-task"
-    flags: tuple[str, ...] = ()
+    dynamic: bool = False
 
-    def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
-                timer: Timer) -> Any:
-        from fuzz import pipeline
-        from fuzz.model import build, to_torch
-
-        model = timer.measure("build", lambda: build(config, seed))
-        args = to_torch(example, config.num_tables)
-        exported = timer.measure("export", lambda: pipeline.export(model, args))
-        mlir = timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
-        vmfb = timer.measure("compile", lambda: pipeline.compile_vmfb(mlir, self.backend, self.flags))
-        loaded = timer.measure("run", lambda: pipeline.LoadedModule(vmfb, self.driver))
-        return _IreeArtifact(mlir=mlir, vmfb=vmfb, module=loaded)
-
-    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        return timer.measure("run", lambda: artifact.module(inputs))
-
-    def artifact_texts(self, artifact: Any) -> dict[str, str]:
-        return {f"{self.output_type}.mlir": artifact.mlir}
+    @property
+    def any_shape(self) -> bool:
+        return self.dynamic
 
     def owner(self, stage: str) -> str:
         if stage in ("build", "export"):
@@ -115,12 +120,142 @@ class IreeTarget(Target):
             return f"torch-mlir:{self.output_type}"
         return self.name
 
+    def dynamic_variant(self) -> "CompiledTarget":
+        return dataclasses.replace(self, name=f"{self.name}-dyn", dynamic=True,
+                                   description=f"{self.description} (dynamic shapes)")
+
+    def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
+                timer: Timer, cache: ArtifactCache | None) -> str:
+        from fuzz import pipeline
+        from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+
+        shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
+        key = cache_key("program", config.to_dict(), seed, shapes, self.output_type,
+                        tool_versions())
+        cached = cache.get(key) if cache is not None else None
+        if isinstance(cached, str):
+            return cached
+        if isinstance(cached, CachedFailure):
+            raise _replayed(cached)
+        try:
+            model = timer.measure("build", lambda: build(config, seed))
+            inputs = tracing_example(config) if self.dynamic else example
+            args = to_torch(inputs, config.num_tables)
+            spec = dynamic_shapes(config) if self.dynamic else None
+            exported = timer.measure("export", lambda: pipeline.export(model, args, spec))
+            mlir = timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
+        except StageFailure as failure:
+            if cache is not None:
+                cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message,
+                                             failure.program))
+            raise
+        if cache is not None:
+            cache.put(key, mlir)
+        return mlir
+
+    def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
+                timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        mlir = self.lowered(config, seed, example, timer, cache)
+        return self.compile_program(mlir, timer, cache)
+
+    def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        raise NotImplementedError
+
+    def artifact_texts(self, artifact: Any) -> dict[str, str]:
+        return {f"{self.output_type}.mlir": artifact.mlir}
+
+
+def _replayed(cached: CachedFailure) -> StageFailure:
+    failure = StageFailure(cached.stage, cached.error_type, cached.message)
+    failure.program = cached.program
+    return failure
+
 
 @dataclass(frozen=True)
-class _IreeArtifact:
+class _Artifact:
     mlir: str
-    vmfb: bytes
     module: Any = field(compare=False)
+
+
+@dataclass(frozen=True)
+class IreeTarget(CompiledTarget):
+    """... -> IREE compiler ``backend`` with ``flags`` -> IREE runtime ``driver``."""
+
+    backend: str = "llvm-cpu"
+    driver: str = "local-task"
+    flags: tuple[str, ...] = ()
+
+    def availability(self) -> tuple[bool, str]:
+        if self.backend not in _compiler_backends():
+            return False, (f"the installed IREE compiler has no '{self.backend}' backend; "
+                           f"install an iree-base-compiler build that includes it")
+        from fuzz.devices import device_availability
+
+        return device_availability(self.driver)
+
+    def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
+        """The program and flags actually handed to the IREE compiler."""
+        if self.backend == "vulkan-spirv":
+            from fuzz.vulkan import prepare_for_vulkan
+
+            return prepare_for_vulkan(mlir, self.flags)
+        return mlir, self.flags
+
+    def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        from fuzz import pipeline
+
+        source, flags = self.prepare(mlir)
+        key = cache_key("vmfb", cache_key(source), self.backend, list(flags), tool_versions())
+        cached = cache.get(key) if cache is not None else None
+        if isinstance(cached, CachedFailure):
+            raise _replayed(cached)
+        if isinstance(cached, bytes):
+            vmfb = cached
+        else:
+            try:
+                vmfb = timer.measure("compile", lambda: pipeline.compile_vmfb(
+                    source, self.backend, flags))
+            except StageFailure as failure:
+                if cache is not None:
+                    cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message))
+                raise
+            if cache is not None:
+                cache.put(key, vmfb)
+        module = timer.measure("run", lambda: pipeline.LoadedModule(vmfb, self.driver))
+        return _Artifact(source, module)
+
+    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        return timer.measure("run", lambda: artifact.module(inputs))
+
+
+@dataclass(frozen=True)
+class RefBackendTarget(CompiledTarget):
+    """... -> torch-mlir's own reference backend (refback passes, LLVM, MLIR
+    ExecutionEngine): independent of IREE, so a wrong answer seen here and on
+    IREE is torch-mlir's, and one seen only on IREE is IREE's."""
+
+    def availability(self) -> tuple[bool, str]:
+        from fuzz.refbackend import refbackend_available
+
+        return refbackend_available()
+
+    def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        from fuzz.refbackend import RefBackendModule
+
+        return _Artifact(mlir, timer.measure("compile", lambda: RefBackendModule(mlir)))
+
+    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        return timer.measure("run", lambda: artifact.module(inputs))
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler_backends() -> frozenset[str]:
+    try:
+        from iree.compiler import query_available_targets
+
+        return frozenset(query_available_targets())
+    except Exception:  # an old compiler without the query: assume the usual set
+        return frozenset({"llvm-cpu", "vmvx", "vulkan-spirv", "cuda", "rocm", "metal-spirv"})
 
 
 @dataclass(frozen=True)
@@ -128,14 +263,16 @@ class FakeTarget(Target):
     """FAKE, for engine tests only: misbehaves the way a broken compiler can.
 
     ``behaviour`` is one of segfault, abort, hang, oom, raise, ok; it acts at
-    compile time, when real compilers usually die.
+    compile time, when real compilers usually die. When it survives, it
+    answers like eager PyTorch, so "ok" really is a healthy target.
     """
 
     behaviour: str = "ok"
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
-                timer: Timer) -> Any:
-        return timer.measure("compile", self._misbehave)
+                timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        timer.measure("compile", self._misbehave)
+        return _HEALTHY.compile(config, seed, example, timer, cache)
 
     def _misbehave(self) -> None:
         if self.behaviour == "segfault":
@@ -155,19 +292,44 @@ class FakeTarget(Target):
             raise StageFailure("compile", "FakeCompilerError", "fake-raise: error: deliberate failure")
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        batch = inputs[0].shape[0]
-        return [np.zeros((batch, 1), dtype=np.float32)]
+        return _HEALTHY.run(artifact, inputs, timer)
 
 
-_CPU_FLAGS = ("--iree-llvmcpu-target-cpu=host",)
+_HEALTHY = EagerTarget("eager", "what a healthy fake target answers")
 
-# The one table of real targets. Later targets (GPU, other importers) join here.
+
+_CPU = ("--iree-llvmcpu-target-cpu=host",)
+
+# The one table of compiled targets, in their static form; each also exists
+# as "<name>-dyn" with symbolic batch size and index counts.
+_STATIC: tuple[CompiledTarget, ...] = (
+    IreeTarget("iree-cpu", "linalg-on-tensors -> IREE llvm-cpu -> local-task",
+               backend="llvm-cpu", driver="local-task", flags=_CPU),
+    IreeTarget("iree-cpu-sync", "linalg-on-tensors -> IREE llvm-cpu -> local-sync (one thread)",
+               backend="llvm-cpu", driver="local-sync", flags=_CPU),
+    IreeTarget("iree-vmvx", "linalg-on-tensors -> IREE vmvx (reference interpreter) -> local-task",
+               backend="vmvx", driver="local-task"),
+    IreeTarget("iree-torch", "torch dialect -> IREE's own torch lowering -> llvm-cpu",
+               output_type="torch", backend="llvm-cpu", driver="local-task",
+               flags=("--iree-input-type=torch", *_CPU)),
+    IreeTarget("iree-tosa", "TOSA -> IREE llvm-cpu", output_type="tosa", backend="llvm-cpu",
+               driver="local-task", flags=("--iree-input-type=tosa", *_CPU)),
+    IreeTarget("iree-stablehlo", "StableHLO -> IREE llvm-cpu", output_type="stablehlo",
+               backend="llvm-cpu", driver="local-task", flags=("--iree-input-type=stablehlo", *_CPU)),
+    RefBackendTarget("refbackend", "linalg-on-tensors -> torch-mlir refbackend (MLIR ExecutionEngine)"),
+    IreeTarget("iree-vulkan", "linalg-on-tensors -> IREE vulkan-spirv -> vulkan (GPU, or lavapipe on CPU)",
+               backend="vulkan-spirv", driver="vulkan"),
+    IreeTarget("iree-cuda", "linalg-on-tensors -> IREE cuda -> cuda (NVIDIA GPU)",
+               backend="cuda", driver="cuda"),
+    IreeTarget("iree-hip", "linalg-on-tensors -> IREE rocm -> hip (AMD GPU, gfx942)",
+               backend="rocm", driver="hip", flags=("--iree-hip-target=gfx942",)),
+)
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
     EagerTarget("eager-f64", "eager PyTorch in float64: the reference", dtype="float64"),
     EagerTarget("eager", "eager PyTorch in float32: the baseline precision"),
-    IreeTarget("iree-cpu", "torch-mlir linalg-on-tensors -> IREE llvm-cpu -> local-task",
-               output_type="linalg-on-tensors", backend="llvm-cpu", driver="local-task",
-               flags=_CPU_FLAGS),
+    *_STATIC,
+    *(t.dynamic_variant() for t in _STATIC),
 )}
 
 # Engine-test targets: never in a default run, only when named.
@@ -178,16 +340,28 @@ FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
 
 REFERENCE = "eager-f64"
 EAGER = "eager"
-DEFAULT_TARGETS = ("iree-cpu",)
+_REFERENCES = (REFERENCE, EAGER)
 
 
-def resolve_targets(names: Sequence[str]) -> list[Target]:
-    """Targets by name; an unknown name is a one-line error listing the known ones."""
+def available_targets(table: dict[str, Target]) -> list[str]:
+    """The default campaign: every compiled target that can run here."""
+    return [name for name, target in table.items()
+            if name not in _REFERENCES and target.availability()[0]]
+
+
+def resolve_targets(names: Sequence[str], table: dict[str, Target] | None = None,
+                    check_available: bool = False) -> list[Target]:
+    """Targets by name; an unknown or unavailable one is a one-line error."""
+    table = TARGETS if table is None else table
     resolved = []
     for name in names:
-        target = TARGETS.get(name) or FAKE_TARGETS.get(name)
+        target = table.get(name) or FAKE_TARGETS.get(name)
         if target is None:
             raise UnknownTarget(f"target={name!r}: unknown; choose from "
-                                f"{', '.join(sorted(TARGETS))} (see `dlrm-fuzz targets`)")
+                                f"{', '.join(sorted(table))} (see `dlrm-fuzz targets`)")
+        if check_available:
+            ok, why = target.availability()
+            if not ok:
+                raise UnavailableTarget(f"target={name!r}: not available here: {why}")
         resolved.append(target)
     return resolved

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from fuzz.cache import ArtifactCache
 from fuzz.execute import Failure, TargetResult, execute
 from fuzz.pipeline import STAGE_LOG_ENV
 from fuzz.sample import Sample
@@ -39,7 +40,7 @@ class HarnessError(RuntimeError):
 
 
 def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
-                 preload: bool) -> None:
+                 preload: bool, cache_dir: str | None, cache_mb: int) -> None:
     """Worker loop: receive (job id, target, sample), send back a TargetResult."""
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 2)
@@ -63,6 +64,8 @@ def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
     def on_stage(name: str) -> None:
         stage.value = name.encode()[:_STAGE_BYTES - 1]
 
+    cache = ArtifactCache(Path(cache_dir), cache_mb * 1024 * 1024) if cache_dir else None
+
     conn.send(("ready", None, None))
     while True:
         try:
@@ -77,7 +80,7 @@ def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
         Path(stderr_path + ".stage").unlink(missing_ok=True)
         on_stage("start")
         try:
-            result = execute(target, sample, on_stage)
+            result = execute(target, sample, on_stage, cache)
         except MemoryError:
             # The address-space cap was hit in Python code: report it like a
             # native allocation failure and let the parent replace us.
@@ -104,12 +107,14 @@ class WorkerPool:
     concurrently and returns one TargetResult per job, in order."""
 
     def __init__(self, size: int, timeout_s: float = 120.0, memory_mb: int | None = 8192,
-                 preload: bool = True) -> None:
+                 preload: bool = True, cache_dir: Path | None = None, cache_mb: int = 2048) -> None:
         if size < 1:
             raise ValueError(f"workers={size}: must be >= 1")
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.preload = preload
+        self.cache_dir = str(cache_dir) if cache_dir is not None else None
+        self.cache_mb = cache_mb
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
         self._serial = 0
@@ -125,7 +130,8 @@ class WorkerPool:
         stage = self._context.Array("c", _STAGE_BYTES, lock=False)
         stderr_path = os.path.join(self._log_dir, f"worker-{self._serial}.stderr")
         process = self._context.Process(
-            target=_worker_main, args=(child, stderr_path, self.memory_mb, stage, self.preload),
+            target=_worker_main, args=(child, stderr_path, self.memory_mb, stage, self.preload,
+                  self.cache_dir, self.cache_mb),
             daemon=True, name=f"dlrm-fuzz-worker-{self._serial}")
         process.start()
         child.close()

@@ -32,8 +32,10 @@ def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
         return Outcome(result.target, verdict, failure.stage, line, detail, op, numbers,
                        dict(result.timings))
     for b, got in enumerate(result.outputs):
+        if got is None:  # a static target skips batches of other shapes
+            continue
         ref64, eager32 = reference.outputs[b], eager.outputs[b]
-        assert got is not None and ref64 is not None and eager32 is not None
+        assert ref64 is not None and eager32 is not None
         comparison = compare(ref64, eager32, got, tolerance)
         if not comparison.ok:
             numbers = dict(comparison.numbers, batch=b)

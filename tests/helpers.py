@@ -29,3 +29,20 @@ def tiny_sample(config: DLRMConfig | None = None, seed: int = 7, batches: int = 
         indices = tuple(np.array([0, rows - 1, rows - 1], dtype) for rows in config.ln_emb)
         made.append(Batch(dense, offsets, indices))
     return Sample(config, seed, tuple(made))
+
+
+def varied_sample(config: DLRMConfig | None = None, seed: int = 11) -> Sample:
+    """Three batches: two of one shape, then one with a new batch size and new
+    index counts (only shape-polymorphic targets check the third)."""
+    config = config or tiny_config()
+    dtype = np.dtype(config.index_dtype)
+    rng = np.random.default_rng(seed)
+    made = list(tiny_sample(config, seed, batches=2).batches)
+    batch, counts = 5, [7, 0, 12][:config.num_tables]
+    counts += [3] * (config.num_tables - len(counts))
+    offsets = tuple(np.concatenate([[0], np.sort(rng.integers(0, n + 1, batch - 1))]).astype(dtype)
+                    for n in counts)
+    indices = tuple(rng.integers(0, rows, n).astype(dtype) for rows, n in zip(config.ln_emb, counts))
+    made.append(Batch(rng.standard_normal((batch, config.num_dense)).astype(np.float32),
+                      offsets, indices))
+    return Sample(config, seed, tuple(made))

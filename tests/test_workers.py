@@ -5,6 +5,7 @@ replaces the worker, and loses no other job's result."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fuzz.targets import resolve_targets
@@ -38,6 +39,7 @@ def test_misbehaving_targets_become_outcomes(pool: WorkerPool) -> None:
     for ok in (results[0], results[2], results[7]):
         assert ok.failure is None and len(ok.outputs) == 2
         assert all(out is not None and out.shape == (2, 1) for out in ok.outputs)
+        assert ok.outputs[0] is not None and ok.outputs[0].dtype == np.float32
     assert pool.replaced - replaced_before == 4
 
 

@@ -1,0 +1,146 @@
+"""An on-disk cache of what the deterministic stages produce, so that replays
+and shrinking never export, lower or compile an identical program twice.
+
+Two kinds of entries share one folder: *programs* (the MLIR a config, seed and
+input shapes lower to, for one torch-mlir output type) and *artifacts* (the
+vmfb IREE compiles from an MLIR text for one backend and flag set). Keys hash
+everything that determines the result, tool versions included, so upgrading
+the toolchain never serves a stale artifact. A stage *failure* is cached too:
+it is as deterministic as a success and as expensive to reproduce.
+
+Safe with concurrent workers: an entry is written to a temporary file and
+renamed into place, so readers see all of it or nothing. Every entry carries a
+SHA-256 of its payload; a truncated or corrupt file is deleted and treated as
+a miss, never returned. The folder is bounded: after a write, the least
+recently used entries are evicted until it is under its size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["ArtifactCache", "CachedFailure", "cache_key", "default_cache_dir"]
+
+_MAGIC = b"DLRMFZ1\n"
+_DIGEST = 32
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("DLRM_FUZZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dlrm-fuzz")
+    return Path(base)
+
+
+def cache_key(*parts: Any) -> str:
+    """A hex key over JSON-able parts (strings, numbers, lists, dicts)."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedFailure:
+    """A stage failure replayed from the cache."""
+
+    stage: str
+    error_type: str
+    message: str
+    program: str | None = None
+
+
+class ArtifactCache:
+    def __init__(self, root: Path, max_bytes: int = 2 * 1024**3) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.hits = 0
+        self.misses = 0
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.bin"
+
+    # -- raw bytes ---------------------------------------------------------
+    def get_bytes(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            self.misses += 1
+            return None
+        payload = data[len(_MAGIC) + _DIGEST:]
+        if not data.startswith(_MAGIC) or hashlib.sha256(payload).digest() != \
+                data[len(_MAGIC):len(_MAGIC) + _DIGEST]:
+            path.unlink(missing_ok=True)  # corrupt: a miss, and gone
+            self.misses += 1
+            return None
+        try:
+            os.utime(path)  # recency for LRU eviction
+        except OSError:
+            pass
+        self.hits += 1
+        return payload
+
+    def put_bytes(self, key: str, payload: bytes) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as out:
+                out.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+            os.replace(temp, path)
+        except OSError:
+            return  # a cache that cannot write is only a slower cache
+        self._evict()
+
+    # -- typed entries -----------------------------------------------------
+    def get(self, key: str) -> str | bytes | CachedFailure | None:
+        payload = self.get_bytes(key)
+        if payload is None:
+            return None
+        tag, body = payload[:1], payload[1:]
+        if tag == b"T":
+            return body.decode()
+        if tag == b"B":
+            return body
+        if tag == b"F":
+            return CachedFailure(**json.loads(body))
+        return None
+
+    def put(self, key: str, value: str | bytes | CachedFailure) -> None:
+        if isinstance(value, CachedFailure):
+            payload = b"F" + json.dumps(value.__dict__).encode()
+        elif isinstance(value, str):
+            payload = b"T" + value.encode()
+        else:
+            payload = b"B" + value
+        self.put_bytes(key, payload)
+
+    # -- bounds ------------------------------------------------------------
+    def _entries(self) -> Sequence[tuple[float, int, Path]]:
+        found = []
+        for path in self.root.glob("*/*.bin"):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found.append((stat.st_mtime, stat.st_size, path))
+        return found
+
+    def size_bytes(self) -> int:
+        return sum(size for _, size, _ in self._entries())
+
+    def _evict(self) -> None:
+        entries = self._entries()
+        total = sum(size for _, size, _ in entries)
+        if total <= self.max_bytes:
+            return
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes * 0.9:
+                break
+            path.unlink(missing_ok=True)
+            total -= size

@@ -1,0 +1,138 @@
+"""fuzz.devices: which IREE runtime devices exist here, and reading results back.
+
+The availability asserts hold on any machine: a driver that is absent must say
+why (non-empty reason), one that is present must say nothing. The Vulkan
+end-to-end test runs on Mesa's lavapipe (a CPU Vulkan device) where installed
+and is skipped, with the reason, where no Vulkan device exists.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+from fuzz import devices
+
+# IREE 3.13's default Vulkan target (vp_android_baseline_2022) has no Int64
+# compute, and its i64 emulation fails to legalize the DLRM's index arithmetic
+# ("failed to legalize unresolved target materialization from ('i64') to
+# ('vector<2xi32>')"). An int64-capable target compiles it. Its subgroup size
+# (32) is not lavapipe's (8): fine for this tiny model's short reductions, but
+# long reductions compiled this way come back NaN on lavapipe.
+VULKAN_FLAGS = ["--iree-vulkan-target=pascal"]
+
+
+def _assert_consistent(answer: tuple[bool, str]) -> None:
+    available, reason = answer
+    if available:
+        assert reason == ""
+    else:
+        assert reason.strip() and "\n" not in reason
+
+
+def test_local_task_is_available() -> None:
+    assert devices.device_availability("local-task") == (True, "")
+
+
+@pytest.mark.parametrize("driver, label", [("cuda", "CUDA"), ("hip", "HIP")])
+def test_gpu_drivers_answer_without_raising(driver: str, label: str) -> None:
+    available, reason = devices.device_availability(driver)
+    _assert_consistent((available, reason))
+    if not available:
+        assert reason.startswith(f"no {label} device")
+
+
+def test_unknown_driver_is_unavailable_with_reason() -> None:
+    available, reason = devices.device_availability("bogus")
+    assert not available
+    assert "bogus" in reason and "local-task" in reason
+
+
+def test_answer_is_cached_per_driver() -> None:
+    first = devices.device_availability("local-task")
+    assert devices.device_availability("local-task") is first
+
+
+def test_hung_probe_is_unavailable_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices, "_PROBE", "import time; time.sleep(30)")
+    monkeypatch.setattr(devices, "PROBE_TIMEOUT_S", 0.5)
+    available, reason = devices.device_availability.__wrapped__("vulkan")
+    assert not available
+    assert "hung" in reason and "mesa-vulkan-drivers" in reason
+
+
+def test_crashing_probe_is_unavailable_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices, "_PROBE", "import os; os.abort()")
+    available, reason = devices.device_availability.__wrapped__("cuda")
+    assert not available
+    assert "died" in reason and reason.startswith("no CUDA device")
+
+
+def test_ensure_runtime_environment_sets_private_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    devices.ensure_runtime_environment()
+    folder = os.environ["XDG_RUNTIME_DIR"]
+    assert os.path.isdir(folder) and os.access(folder, os.W_OK)
+    assert os.stat(folder).st_mode & 0o077 == 0
+    devices.ensure_runtime_environment()  # already set: left alone
+    assert os.environ["XDG_RUNTIME_DIR"] == folder
+
+
+@dataclass
+class Tiny:
+    mlir: str
+    inputs: list[list[np.ndarray]]
+    expected: list[np.ndarray]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Iterator[Tiny]:
+    """The tiny DLRM lowered once, two batches and their float64 eager answers."""
+    import torch
+
+    from fuzz import pipeline
+    from fuzz.model import build, build_reference, to_torch
+    from tests.helpers import tiny_config, tiny_sample
+
+    sample = tiny_sample(tiny_config(), batches=2)
+    tables = sample.config.num_tables
+    model = build(sample.config, sample.seed)
+    args = to_torch(sample.batches[0].flat(), tables)
+    mlir = pipeline.lower(pipeline.export(model, args), "linalg-on-tensors")
+    reference = build_reference(sample.config, sample.seed)
+    inputs = [batch.flat() for batch in sample.batches]
+    with torch.no_grad():
+        expected = [reference(*to_torch(flat, tables, torch.float64)).numpy() for flat in inputs]
+    yield Tiny(mlir, inputs, expected)
+
+
+def _check_two_batches(tiny: Tiny, backend: str, flags: list[str], driver: str) -> None:
+    import iree.runtime as rt
+
+    from fuzz import pipeline
+
+    vmfb = pipeline.compile_vmfb(tiny.mlir, backend, flags)
+    context = rt.SystemContext(config=rt.Config(driver))
+    context.add_vm_module(rt.VmModule.copy_buffer(context.instance, vmfb))
+    for flat, expected in zip(tiny.inputs, tiny.expected):
+        (got,) = devices.call_and_read_back(context, "main", flat, driver)
+        assert isinstance(got, np.ndarray) and got.shape == expected.shape
+        np.testing.assert_allclose(got.astype(np.float64), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.pipeline
+def test_vulkan_matches_eager(tiny: Tiny) -> None:
+    available, reason = devices.device_availability("vulkan")
+    if not available:
+        pytest.skip(reason)
+    devices.ensure_runtime_environment()
+    _check_two_batches(tiny, "vulkan-spirv", VULKAN_FLAGS, "vulkan")
+
+
+@pytest.mark.pipeline
+def test_local_task_matches_eager(tiny: Tiny) -> None:
+    _check_two_batches(tiny, "llvm-cpu", [], "local-task")
