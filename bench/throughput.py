@@ -1,0 +1,120 @@
+"""Throughput figures for dlrm-fuzz, printed in one run (never pass/fail).
+
+1. Input batches checked per second against one compiled artifact (tiny
+   config, iree-cpu): each check runs the compiled module, eager float32 and
+   eager float64, and compares. Aim: >= 300/s.
+2. Configs (samples) checked per minute across the default targets (every
+   available one), cold cache.
+3. A campaign replayed against a warm artifact cache versus cold. Aim: warm
+   >= 10x faster.
+
+Usage: python bench/throughput.py [--seconds 60] [--samples 4] [--targets a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def batches_per_second(seconds: float) -> tuple[float, float]:
+    import torch
+
+    from fuzz import pipeline
+    from fuzz.config import DLRMConfig
+    from fuzz.model import build, build_reference, to_torch
+    from oracles import compare
+    from strategies import batches
+    from hypothesis import HealthCheck, given, settings
+
+    config = DLRMConfig(m_spa=4, ln_emb=(10, 20, 30), ln_bot=(3, 4), ln_top=(10, 1))
+    model, reference = build(config, 0), build_reference(config, 0)
+    drawn: list = []
+
+    @settings(max_examples=200, database=None, suppress_health_check=list(HealthCheck))
+    @given(batches(config))
+    def collect(batch: object) -> None:
+        drawn.append(batch)
+
+    collect()
+    shape = [a.shape for a in drawn[0].flat()]
+    same = [b for b in drawn if [a.shape for a in b.flat()] == shape] or drawn[:1]
+    args = to_torch(drawn[0].flat(), config.num_tables)
+    mlir = pipeline.lower(pipeline.export(model, args), "linalg-on-tensors")
+    module = pipeline.LoadedModule(pipeline.compile_vmfb(
+        mlir, "llvm-cpu", ["--iree-llvmcpu-target-cpu=host"]), "local-task")
+
+    def timed(check: bool) -> float:
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds / 2:
+            batch = same[count % len(same)]
+            got = module(batch.flat())[0]
+            if check:
+                with torch.inference_mode():
+                    ref = reference(*to_torch(batch.flat(), 3, torch.float64)).numpy()
+                    eager = model(*to_torch(batch.flat(), 3)).numpy()
+                assert compare(ref, eager, got).ok
+            count += 1
+        return count / (time.perf_counter() - start)
+
+    return timed(False), timed(True)
+
+
+def campaign_seconds(cache_dir: Path | None, samples: int, targets: tuple[str, ...] | None,
+                     corpus_dir: Path) -> tuple[float, int]:
+    from fuzz.campaign import CampaignOptions, run_campaign
+
+    options = CampaignOptions(budget_s=3600, seed=0, corpus_dir=corpus_dir, targets=targets,
+                              workers=2, max_samples=samples, cache_dir=cache_dir)
+    start = time.perf_counter()
+    report = run_campaign(options)
+    return time.perf_counter() - start, report.samples
+
+
+def worker_startup_seconds() -> float:
+    from fuzz.workers import WorkerPool
+
+    start = time.perf_counter()
+    with WorkerPool(2):
+        pass
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="time for the batch benchmark")
+    parser.add_argument("--samples", type=int, default=4, help="samples per campaign")
+    parser.add_argument("--targets", default=None, help="comma-separated (default: all available)")
+    args = parser.parse_args()
+    targets = tuple(args.targets.split(",")) if args.targets else None
+
+    raw, checked = batches_per_second(args.seconds)
+    print(f"1. batches against one iree-cpu artifact: {raw:.0f}/s run only, "
+          f"{checked:.0f}/s checked (run + eager f32 + eager f64 + compare); aim >= 300/s")
+
+    startup = worker_startup_seconds()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        cold, n = campaign_seconds(root / "cache", args.samples, targets, root / "c1")
+        warm, _ = campaign_seconds(root / "cache", args.samples, targets, root / "c2")
+        uncached, _ = campaign_seconds(None, args.samples, targets, root / "c3")
+    per_minute = n / max(uncached - startup, 1e-9) * 60
+    from fuzz.targets import TARGETS, available_targets
+
+    names = targets or tuple(available_targets(TARGETS))
+    print(f"2. configs checked per minute across {len(names)} targets ({', '.join(names)}): "
+          f"{per_minute:.1f} (no cache; {n} samples in {uncached - startup:.1f}s "
+          f"after {startup:.1f}s worker start-up)")
+    cold_f, warm_f = cold - startup, warm - startup
+    print(f"3. campaign of {n} samples: cold cache {cold_f:.1f}s, warm cache {warm_f:.1f}s "
+          f"(worker start-up {startup:.1f}s excluded from both): {cold_f / max(warm_f, 1e-9):.1f}x; "
+          f"aim >= 10x")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
