@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from fuzz import corpus
 from fuzz.execute import TargetResult
 from fuzz.sample import Sample
-from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
+from fuzz.targets import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
+                          resolve_targets)
 from fuzz.workers import WorkerPool
 from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
 from oracles.signature import signature, signature_key
@@ -115,14 +116,33 @@ def run_campaign(options: CampaignOptions,
     return report
 
 
+def dispatch_order(targets: list[Target]) -> list[Target]:
+    """One target per lowered program first, the targets sharing it after: by
+    the time a follower starts, its leader has usually put the program in the
+    artifact cache, so each program is exported and lowered once per sample."""
+    def program(target: Target) -> tuple[str, ...]:
+        if isinstance(target, CompiledTarget):
+            return (target.output_type, str(target.dynamic))
+        return (target.name,)
+
+    seen: set[tuple[str, ...]] = set()
+    leaders: list[Target] = []
+    followers: list[Target] = []
+    for target in targets:
+        (followers if program(target) in seen else leaders).append(target)
+        seen.add(program(target))
+    return leaders + followers
+
+
 def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
                   targets: list[Target], options: CampaignOptions, report: CampaignReport,
                   known: set[str],
                   on_finding: Callable[[Finding, CampaignReport], None] | None) -> None:
-    results = pool.run([(t, sample) for t in references + targets])
+    ordered = dispatch_order(targets)
+    results = pool.run([(t, sample) for t in references + ordered])
     reference, eager = results[0], results[1]
     report.samples += 1
-    for target, result in zip(targets, results[2:]):
+    for target, result in zip(ordered, results[2:]):
         report.configs_compiled += result.compiles
         for stage, seconds in result.timings.items():
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds

@@ -101,7 +101,8 @@ def _plugin_option(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console(highlight=False)
+    # Piped output (CI logs) gets a wide console instead of rich's 80 columns.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True, highlight=False)
     try:
         if args.command == "targets":
@@ -209,5 +210,5 @@ def _summary(console: Console, report: CampaignReport) -> None:
             found.add_column(column, overflow="fold")
         for finding in report.new_buckets:
             o = finding.outcome
-            found.add_row(finding.bucket, o.target, o.verdict.value, o.error[:160])
+            found.add_row(finding.bucket, o.target, o.verdict.value, o.error[:120])
         console.print(found)

@@ -16,14 +16,8 @@ import numpy as np
 import pytest
 
 from fuzz import devices
+from fuzz.vulkan import prepare_for_vulkan
 
-# IREE 3.13's default Vulkan target (vp_android_baseline_2022) has no Int64
-# compute, and its i64 emulation fails to legalize the DLRM's index arithmetic
-# ("failed to legalize unresolved target materialization from ('i64') to
-# ('vector<2xi32>')"). An int64-capable target compiles it. Its subgroup size
-# (32) is not lavapipe's (8): fine for this tiny model's short reductions, but
-# long reductions compiled this way come back NaN on lavapipe.
-VULKAN_FLAGS = ["--iree-vulkan-target=pascal"]
 
 
 def _assert_consistent(answer: tuple[bool, str]) -> None:
@@ -110,12 +104,13 @@ def tiny() -> Iterator[Tiny]:
     yield Tiny(mlir, inputs, expected)
 
 
-def _check_two_batches(tiny: Tiny, backend: str, flags: list[str], driver: str) -> None:
+def _check_two_batches(tiny: Tiny, backend: str, flags: list[str], driver: str,
+                       mlir: str | None = None) -> None:
     import iree.runtime as rt
 
     from fuzz import pipeline
 
-    vmfb = pipeline.compile_vmfb(tiny.mlir, backend, flags)
+    vmfb = pipeline.compile_vmfb(mlir or tiny.mlir, backend, flags)
     context = rt.SystemContext(config=rt.Config(driver))
     context.add_vm_module(rt.VmModule.copy_buffer(context.instance, vmfb))
     for flat, expected in zip(tiny.inputs, tiny.expected):
@@ -130,7 +125,9 @@ def test_vulkan_matches_eager(tiny: Tiny) -> None:
     if not available:
         pytest.skip(reason)
     devices.ensure_runtime_environment()
-    _check_two_batches(tiny, "vulkan-spirv", VULKAN_FLAGS, "vulkan")
+    # Compiled for a description of the device present (see fuzz/vulkan.py).
+    mlir, flags = prepare_for_vulkan(tiny.mlir, ())
+    _check_two_batches(tiny, "vulkan-spirv", list(flags), "vulkan", mlir)
 
 
 @pytest.mark.pipeline
