@@ -71,3 +71,16 @@ def test_target_runs_a_small_dlrm(name: str) -> None:
         checked = [out is not None for out in result.outputs]
         # Static: the two batches of the first shape; dynamic: all three.
         assert checked == ([True, True, True] if name.endswith("-dyn") else [True, True, False])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["iree-cuda", "iree-cuda-dyn", "iree-hip", "iree-hip-dyn"])
+def test_gpu_target_runs_a_small_dlrm(name: str) -> None:
+    ok, why = TARGETS[name].availability()
+    if not ok:
+        pytest.skip(f"{name}: {why}")
+    sample = varied_sample()
+    outcome = judge(execute(TARGETS[name], sample), execute(TARGETS["eager-f64"], sample),
+                    execute(TARGETS["eager"], sample))
+    # A failure here is a finding, reported with its class; PASS is the healthy answer.
+    assert outcome.verdict is Verdict.PASS, outcome
