@@ -13,6 +13,7 @@ import pytest
 
 from fuzz import corpus
 from fuzz.cli import main, parse_duration
+from fuzz.targets import TARGETS
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -51,9 +52,16 @@ def test_parse_duration() -> None:
 def test_targets_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
-    for name in ("eager-f64", "eager", "iree-cpu", "fake-segfault"):
-        assert name in out
-    assert "FAKE" in out
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in out.splitlines() if line.count("│") >= 3 and line.split("│")[1].strip()}
+    for name in TARGETS:
+        assert name in rows, name
+    for name in ("iree-cpu", "iree-cpu-sync", "iree-vmvx", "iree-torch", "refbackend",
+                 "iree-vulkan", "iree-cpu-dyn", "iree-vulkan-dyn"):
+        assert rows[name] == "yes", (name, rows[name])
+    if rows["iree-cuda"] == "no":
+        assert "no CUDA device" in out  # says why, and what it needs
+    assert rows["fake-segfault"] == "FAKE"
 
 
 @pytest.mark.pipeline
@@ -84,3 +92,13 @@ def test_short_campaign_stores_real_failures(tmp_path: Path) -> None:
     assert listing.returncode == 0
     assert all(bucket[:20] in listing.stdout for bucket in snapshot)
     json.loads((entries[0].path / "case.json").read_text())
+
+
+def test_unavailable_target_is_one_line_exit_2(tmp_path: Path) -> None:
+    ok, _ = TARGETS["iree-hip"].availability()
+    if ok:
+        pytest.skip("this machine has an AMD GPU")
+    done = _cli("run", "--targets", "iree-cpu,iree-hip", "--corpus", str(tmp_path))
+    assert done.returncode == 2
+    assert "target='iree-hip': not available here: no HIP device" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
