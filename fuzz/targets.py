@@ -286,8 +286,10 @@ class FakeTarget(Target):
                 time.sleep(1)
         elif self.behaviour == "oom":
             hog = []
-            while True:
-                hog.append(bytearray(256 * 1024 * 1024))
+            while True:  # grow resident memory fast: touch one byte per page
+                chunk = np.empty(256 * 1024 * 1024, dtype=np.uint8)
+                chunk[::4096] = 1
+                hog.append(chunk)
         elif self.behaviour == "raise":
             raise StageFailure("compile", "FakeCompilerError", "fake-raise: error: deliberate failure")
 
