@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 SECONDS_BUDGET="${1:-120}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 OUT="${OUT:-$(mktemp -d)}"
+mkdir -p "$OUT"
 python3 -m venv /tmp/dlrm-fuzz-gpu && . /tmp/dlrm-fuzz-gpu/bin/activate
 pip install --quiet -e '.[test]' || { echo "install failed"; exit 1; }
 nvidia-smi -L || echo "nvidia-smi not found"
