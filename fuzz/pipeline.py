@@ -20,9 +20,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-__all__ = ["StageFailure", "STAGES", "Timer", "export", "lower", "compile_vmfb", "run_vmfb"]
-
-STAGES = ("build", "export", "import", "compile", "run")
+__all__ = ["StageFailure", "Timer", "run_stage", "export", "lower", "compile_vmfb", "LoadedModule"]
 
 T = TypeVar("T")
 
@@ -93,7 +91,17 @@ def _captured_stderr() -> Iterator[Callable[[], str]]:
 
 
 
-def _stage(stage: str, fn: Callable[[], T]) -> T:
+def run_stage(stage: str, fn: Callable[[], T], *, capture_stderr: bool = True) -> T:
+    """Run ``fn`` as ``stage``: a failure of the toolchain becomes a
+    ``StageFailure`` carrying what it printed. Per-batch calls pass
+    ``capture_stderr=False``: redirecting fd 2 costs a temporary file and four
+    dup2 calls, more than a compiled call of a small DLRM, and runtime errors
+    carry their message in the exception anyway."""
+    if not capture_stderr:
+        try:
+            return fn()
+        except Exception as exc:
+            raise StageFailure(stage, type(exc).__name__, str(exc)) from exc
     with _captured_stderr() as diagnostics:
         try:
             return fn()
@@ -110,7 +118,7 @@ def export(model: Any, args: tuple[Any, ...], dynamic_shapes: Any = None) -> Any
     """torch.export: failures here are PyTorch's (dynamo / export), not torch-mlir's."""
     import torch
 
-    return _stage("export", lambda: torch.export.export(model, args, dynamic_shapes=dynamic_shapes))
+    return run_stage("export", lambda: torch.export.export(model, args, dynamic_shapes=dynamic_shapes))
 
 
 def lower(exported: Any, output_type: str) -> str:
@@ -118,7 +126,7 @@ def lower(exported: Any, output_type: str) -> str:
     from torch_mlir import fx
 
     try:
-        module = _stage("import", lambda: fx.export_and_import(
+        module = run_stage("import", lambda: fx.export_and_import(
             exported, output_type=output_type, func_name="main"))
     except StageFailure as failure:
         # Keep the program the lowering choked on: it is what an upstream
@@ -129,13 +137,13 @@ def lower(exported: Any, output_type: str) -> str:
         except Exception:  # the raw import itself failed: nothing more to keep
             pass
         raise
-    return _stage("import", lambda: str(module))
+    return run_stage("import", lambda: str(module))
 
 
 def compile_vmfb(mlir: str, backend: str, flags: Sequence[str]) -> bytes:
     import iree.compiler as ireec
 
-    result = _stage("compile", lambda: ireec.compile_str(
+    result = run_stage("compile", lambda: ireec.compile_str(
         mlir, target_backends=[backend], extra_args=list(flags)))
     assert isinstance(result, bytes)
     return result
@@ -147,10 +155,11 @@ class LoadedModule:
     def __init__(self, vmfb: bytes, driver: str) -> None:
         import iree.runtime as rt
 
-        from fuzz.devices import ensure_runtime_environment
+        from fuzz.devices import call_and_read_back, ensure_runtime_environment
 
         ensure_runtime_environment()
         self.driver = driver
+        self._read_back = call_and_read_back
 
         def load() -> Any:
             config = rt.Config(driver)
@@ -158,13 +167,8 @@ class LoadedModule:
             context.add_vm_module(rt.VmModule.copy_buffer(context.instance, vmfb))
             return context
 
-        self._context = _stage("run", load)
+        self._context = run_stage("run", load)
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        from fuzz.devices import call_and_read_back
-
-        return _stage("run", lambda: call_and_read_back(self._context, "main", inputs, self.driver))
-
-
-def run_vmfb(vmfb: bytes, driver: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return LoadedModule(vmfb, driver)(inputs)
+        return run_stage("run", lambda: self._read_back(self._context, "main", inputs, self.driver),
+                         capture_stderr=False)

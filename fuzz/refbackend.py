@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fuzz.pipeline import StageFailure, _stage
+from fuzz.pipeline import StageFailure, run_stage
 
 __all__ = ["RefBackendModule", "refbackend_available", "lowering_pipeline"]
 
@@ -279,7 +279,7 @@ class RefBackendModule:
         self.llvm_mlir: str = ""  # the lowered module, kept for reports
         self._engine: Any = None
         self._signature: list[_ArgSpec] = []
-        _stage("compile", lambda: self._compile(linalg_mlir, runtime_verification))
+        run_stage("compile", lambda: self._compile(linalg_mlir, runtime_verification))
 
     def _compile(self, linalg_mlir: str, runtime_verification: bool) -> None:
         _register_torch_mlir_passes()
@@ -350,7 +350,7 @@ class RefBackendModule:
         for position, (spec, array) in enumerate(zip(self._signature, arrays)):
             spec.check(position, array)
         with self._lock:
-            return _stage("run", lambda: self._invoke(arrays))
+            return run_stage("run", lambda: self._invoke(arrays), capture_stderr=False)
 
     def _invoke(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         self._results.clear()
