@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from fuzz import corpus
 from fuzz.execute import TargetResult
 from fuzz.sample import Sample
-from fuzz.targets import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
-                          resolve_targets)
+from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
 from fuzz.workers import WorkerPool
 from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
 from oracles.signature import signature, signature_key
@@ -120,17 +119,12 @@ def dispatch_order(targets: list[Target]) -> list[Target]:
     """One target per lowered program first, the targets sharing it after: by
     the time a follower starts, its leader has usually put the program in the
     artifact cache, so each program is exported and lowered once per sample."""
-    def program(target: Target) -> tuple[str, ...]:
-        if isinstance(target, CompiledTarget):
-            return (target.output_type, str(target.dynamic))
-        return (target.name,)
-
-    seen: set[tuple[str, ...]] = set()
+    seen: set[str] = set()
     leaders: list[Target] = []
     followers: list[Target] = []
     for target in targets:
-        (followers if program(target) in seen else leaders).append(target)
-        seen.add(program(target))
+        (followers if target.program_group in seen else leaders).append(target)
+        seen.add(target.program_group)
     return leaders + followers
 
 

@@ -19,7 +19,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from fuzz.config import DLRMConfig
 from fuzz.pipeline import StageFailure, Timer
 from fuzz.versions import tool_versions
 
-__all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "RefBackendTarget",
+__all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarget", "RefBackendTarget",
            "FakeTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
            "resolve_targets", "available_targets", "REFERENCE", "EAGER"]
 
@@ -69,6 +69,11 @@ class Target:
     def owner(self, stage: str) -> str:
         """Who is to blame when ``stage`` fails: one bug shared by several targets
         (a torch-mlir lowering used by every IREE backend) gets one owner."""
+        return self.name
+
+    @property
+    def program_group(self) -> str:
+        """Targets in one group compile the same lowered program."""
         return self.name
 
 
@@ -124,33 +129,28 @@ class CompiledTarget(Target):
         return dataclasses.replace(self, name=f"{self.name}-dyn", dynamic=True,
                                    description=f"{self.description} (dynamic shapes)")
 
+    @property
+    def program_group(self) -> str:
+        return f"{self.output_type}|{'dynamic' if self.dynamic else 'static'}"
+
     def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None) -> str:
         from fuzz import pipeline
         from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
 
-        shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
-        key = cache_key("program", config.to_dict(), seed, shapes, self.output_type,
-                        tool_versions())
-        cached = cache.get(key) if cache is not None else None
-        if isinstance(cached, str):
-            return cached
-        if isinstance(cached, CachedFailure):
-            raise _replayed(cached)
-        try:
+        def lower() -> str:
             model = timer.measure("build", lambda: build(config, seed))
             inputs = tracing_example(config) if self.dynamic else example
             args = to_torch(inputs, config.num_tables)
             spec = dynamic_shapes(config) if self.dynamic else None
             exported = timer.measure("export", lambda: pipeline.export(model, args, spec))
-            mlir = timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
-        except StageFailure as failure:
-            if cache is not None:
-                cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message,
-                                             failure.program))
-            raise
-        if cache is not None:
-            cache.put(key, mlir)
+            return timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
+
+        shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
+        key = cache_key("program", config.to_dict(), seed, shapes, self.output_type,
+                        tool_versions())
+        mlir = _through_cache(cache, key, lower)
+        assert isinstance(mlir, str)
         return mlir
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
@@ -161,14 +161,34 @@ class CompiledTarget(Target):
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         raise NotImplementedError
 
+    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        return timer.measure("run", lambda: artifact.module(inputs))
+
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         return {f"{self.output_type}.mlir": artifact.mlir}
 
 
-def _replayed(cached: CachedFailure) -> StageFailure:
-    failure = StageFailure(cached.stage, cached.error_type, cached.message)
-    failure.program = cached.program
-    return failure
+def _through_cache(cache: ArtifactCache | None, key: str,
+                   compute: Callable[[], str | bytes]) -> str | bytes:
+    """``compute()`` once per key: a cached result is returned, a cached stage
+    failure is raised again, and a new result or failure is cached."""
+    if cache is None:
+        return compute()
+    cached = cache.get(key)
+    if isinstance(cached, CachedFailure):
+        failure = StageFailure(cached.stage, cached.error_type, cached.message)
+        failure.program = cached.program
+        raise failure
+    if cached is not None:
+        return cached
+    try:
+        value = compute()
+    except StageFailure as failure:
+        cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message,
+                                     failure.program))
+        raise
+    cache.put(key, value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -195,10 +215,6 @@ class IreeTarget(CompiledTarget):
 
     def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
         """The program and flags actually handed to the IREE compiler."""
-        if self.backend == "vulkan-spirv":
-            from fuzz.vulkan import prepare_for_vulkan
-
-            return prepare_for_vulkan(mlir, self.flags)
         return mlir, self.flags
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
@@ -206,26 +222,26 @@ class IreeTarget(CompiledTarget):
 
         source, flags = self.prepare(mlir)
         key = cache_key("vmfb", cache_key(source), self.backend, list(flags), tool_versions())
-        cached = cache.get(key) if cache is not None else None
-        if isinstance(cached, CachedFailure):
-            raise _replayed(cached)
-        if isinstance(cached, bytes):
-            vmfb = cached
-        else:
-            try:
-                vmfb = timer.measure("compile", lambda: pipeline.compile_vmfb(
-                    source, self.backend, flags))
-            except StageFailure as failure:
-                if cache is not None:
-                    cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message))
-                raise
-            if cache is not None:
-                cache.put(key, vmfb)
+        vmfb = _through_cache(cache, key, lambda: timer.measure(
+            "compile", lambda: pipeline.compile_vmfb(source, self.backend, flags)))
+        assert isinstance(vmfb, bytes)
         module = timer.measure("run", lambda: pipeline.LoadedModule(vmfb, self.driver))
         return _Artifact(source, module)
 
-    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        return timer.measure("run", lambda: artifact.module(inputs))
+
+@dataclass(frozen=True)
+class VulkanTarget(IreeTarget):
+    """IREE ``vulkan-spirv`` compiled for a description of the Vulkan device
+    present (lavapipe or a real GPU; see ``fuzz.vulkan``): IREE's generic
+    targets would give false alarms there."""
+
+    backend: str = "vulkan-spirv"
+    driver: str = "vulkan"
+
+    def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
+        from fuzz.vulkan import prepare_for_vulkan
+
+        return prepare_for_vulkan(mlir, self.flags)
 
 
 @dataclass(frozen=True)
@@ -243,9 +259,6 @@ class RefBackendTarget(CompiledTarget):
         from fuzz.refbackend import RefBackendModule
 
         return _Artifact(mlir, timer.measure("compile", lambda: RefBackendModule(mlir)))
-
-    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        return timer.measure("run", lambda: artifact.module(inputs))
 
 
 @functools.lru_cache(maxsize=1)
@@ -319,8 +332,7 @@ _STATIC: tuple[CompiledTarget, ...] = (
     IreeTarget("iree-stablehlo", "StableHLO -> IREE llvm-cpu", output_type="stablehlo",
                backend="llvm-cpu", driver="local-task", flags=("--iree-input-type=stablehlo", *_CPU)),
     RefBackendTarget("refbackend", "linalg-on-tensors -> torch-mlir refbackend (MLIR ExecutionEngine)"),
-    IreeTarget("iree-vulkan", "linalg-on-tensors -> IREE vulkan-spirv -> vulkan (GPU, or lavapipe on CPU)",
-               backend="vulkan-spirv", driver="vulkan"),
+    VulkanTarget("iree-vulkan", "linalg-on-tensors -> IREE vulkan-spirv -> vulkan (GPU, or lavapipe on CPU)"),
     IreeTarget("iree-cuda", "linalg-on-tensors -> IREE cuda -> cuda (NVIDIA GPU)",
                backend="cuda", driver="cuda"),
     IreeTarget("iree-hip", "linalg-on-tensors -> IREE rocm -> hip (AMD GPU, gfx942)",
