@@ -11,24 +11,31 @@ it is as deterministic as a success and as expensive to reproduce.
 Safe with concurrent workers: an entry is written to a temporary file and
 renamed into place, so readers see all of it or nothing. Every entry carries a
 SHA-256 of its payload; a truncated or corrupt file is deleted and treated as
-a miss, never returned. The folder is bounded: after a write, the least
-recently used entries are evicted until it is under its size.
+a miss, never returned. The folder is bounded: a ledger file holds the total
+size of the entries, updated under a file lock on every write, so a write
+costs no directory scan; only when the total passes the bound is the folder
+scanned and the least recently used entries evicted down to 90% of it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 __all__ = ["ArtifactCache", "CachedFailure", "cache_key", "default_cache_dir"]
 
 _MAGIC = b"DLRMFZ1\n"
 _DIGEST = 32
+_HEADER = len(_MAGIC) + _DIGEST
+_LEDGER = ".size"
+_LOCK = ".lock"
 
 
 def default_cache_dir() -> Path:
@@ -72,10 +79,10 @@ class ArtifactCache:
         except OSError:
             self.misses += 1
             return None
-        payload = data[len(_MAGIC) + _DIGEST:]
+        payload = data[_HEADER:]
         if not data.startswith(_MAGIC) or hashlib.sha256(payload).digest() != \
-                data[len(_MAGIC):len(_MAGIC) + _DIGEST]:
-            path.unlink(missing_ok=True)  # corrupt: a miss, and gone
+                data[len(_MAGIC):_HEADER]:
+            self._remove(path)  # corrupt: a miss, and gone
             self.misses += 1
             return None
         try:
@@ -92,10 +99,66 @@ class ArtifactCache:
             fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as out:
                 out.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-            os.replace(temp, path)
+            with self._locked():
+                replaced = _size(path)
+                os.replace(temp, path)
+                self._account(_HEADER + len(payload) - replaced)
         except OSError:
             return  # a cache that cannot write is only a slower cache
-        self._evict()
+
+    def _remove(self, path: Path) -> None:
+        try:
+            with self._locked():
+                size = _size(path)
+                path.unlink(missing_ok=True)
+                self._account(-size)
+        except OSError:
+            pass
+
+    # -- bounds ------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time updates entries and the ledger together."""
+        with open(self.root / _LOCK, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _account(self, delta: int) -> None:
+        """Add ``delta`` bytes to the ledger (the lock is held); evict when over."""
+        ledger = self.root / _LEDGER
+        try:
+            total = int(ledger.read_text()) + delta
+        except (OSError, ValueError):  # no ledger yet, or a torn one: count afresh
+            total = self.size_bytes()
+        if total > self.max_bytes:
+            total = self._evict()
+        temp = ledger.with_name(f"{_LEDGER}.{os.getpid()}")
+        temp.write_text(str(total))
+        os.replace(temp, ledger)
+
+    def _entries(self) -> Sequence[tuple[float, int, Path]]:
+        found = []
+        for path in self.root.glob("*/*.bin"):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found.append((stat.st_mtime, stat.st_size, path))
+        return found
+
+    def size_bytes(self) -> int:
+        return sum(size for _, size, _ in self._entries())
+
+    def _evict(self) -> int:
+        """Drop least recently used entries down to 90% of the bound; the new total."""
+        entries = self._entries()
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes * 0.9:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+        return total
 
     # -- typed entries -----------------------------------------------------
     def get(self, key: str) -> str | bytes | CachedFailure | None:
@@ -120,27 +183,9 @@ class ArtifactCache:
             payload = b"B" + value
         self.put_bytes(key, payload)
 
-    # -- bounds ------------------------------------------------------------
-    def _entries(self) -> Sequence[tuple[float, int, Path]]:
-        found = []
-        for path in self.root.glob("*/*.bin"):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            found.append((stat.st_mtime, stat.st_size, path))
-        return found
 
-    def size_bytes(self) -> int:
-        return sum(size for _, size, _ in self._entries())
-
-    def _evict(self) -> None:
-        entries = self._entries()
-        total = sum(size for _, size, _ in entries)
-        if total <= self.max_bytes:
-            return
-        for _, size, path in sorted(entries):
-            if total <= self.max_bytes * 0.9:
-                break
-            path.unlink(missing_ok=True)
-            total -= size
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

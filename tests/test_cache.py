@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from fuzz.cache import ArtifactCache, CachedFailure, cache_key
 
 
@@ -68,3 +70,21 @@ def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
         value = cache.get(cache_key("shared", i))
         assert isinstance(value, bytes) and len(value) == 20_000 and len(set(value)) == 1
     assert not list(tmp_path.glob("*/.tmp-*"))
+
+
+def test_writes_keep_an_exact_ledger_without_scanning(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = ArtifactCache(tmp_path, max_bytes=50_000)
+    scans = []
+    real = ArtifactCache._entries
+    monkeypatch.setattr(ArtifactCache, "_entries", lambda self: scans.append(1) or real(self))
+    for i in range(60):
+        cache.put(cache_key(i), bytes(1000))
+    # One count to start the ledger, then a scan only per eviction (each frees
+    # 10% of the bound, about 5 entries): not one scan per write.
+    assert 2 <= len(scans) <= 5
+    assert int((tmp_path / ".size").read_text()) == sum(
+        p.stat().st_size for p in tmp_path.glob("*/*.bin"))
+    assert cache.size_bytes() <= 50_000
+    cache.put(cache_key(59), bytes(10))  # overwriting an entry replaces its size
+    assert int((tmp_path / ".size").read_text()) == cache.size_bytes()
