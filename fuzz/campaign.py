@@ -80,7 +80,10 @@ class _BudgetSpent(BaseException):
 
 
 def run_campaign(options: CampaignOptions,
-                 on_finding: Callable[[Finding, CampaignReport], None] | None = None) -> CampaignReport:
+                 on_finding: Callable[[Finding, CampaignReport], None] | None = None,
+                 on_start: Callable[[list[Target]], None] | None = None) -> CampaignReport:
+    """Targets and the corpus folder are checked (and may raise) before any
+    worker starts; ``on_start`` then hears which targets will run."""
     table = options.table if options.table is not None else TARGETS
     names = options.targets if options.targets is not None else available_targets(table)
     targets = resolve_targets(names, table, check_available=True)
@@ -89,6 +92,8 @@ def run_campaign(options: CampaignOptions,
     start = time.monotonic()
     deadline = start + options.budget_s
     known = {entry.bucket for entry in corpus.load(options.corpus_dir)[0]}
+    if on_start is not None:
+        on_start(targets)
     with WorkerPool(options.workers, options.timeout_s, options.memory_mb,
                     cache_dir=options.cache_dir, cache_mb=options.cache_mb) as pool:
         # Worker start-up (imports) is not fuzzing time.

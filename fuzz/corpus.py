@@ -27,7 +27,7 @@ from fuzz.config import DLRMConfig, InvalidConfig
 from fuzz.sample import InvalidSample, Sample
 from fuzz.versions import tool_versions
 
-__all__ = ["CorpusEntry", "CorpusError", "save", "load", "tool_versions", "SCHEMA"]
+__all__ = ["CorpusEntry", "CorpusError", "save", "load", "SCHEMA"]
 
 SCHEMA = 1
 
@@ -47,10 +47,14 @@ class CorpusEntry:
         return str(self.case["bucket"])
 
 
-def _ensure_dir(root: Path) -> None:
+def _refuse_non_folder(root: Path) -> None:
     if root.exists() and not root.is_dir():
         raise CorpusError(f"corpus={str(root)!r}: exists but is not a folder; "
                           f"pass --corpus a folder path")
+
+
+def _ensure_dir(root: Path) -> None:
+    _refuse_non_folder(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -88,7 +92,9 @@ def save(root: Path, bucket: str, case: dict[str, Any], sample: Sample,
 
 
 def load(root: Path) -> tuple[list[CorpusEntry], list[str]]:
-    """All readable entries, and one line per junk folder saying what is wrong."""
+    """All readable entries, and one line per junk folder saying what is wrong.
+    A missing folder is an empty corpus; a file in its place is an error."""
+    _refuse_non_folder(root)
     entries: list[CorpusEntry] = []
     junk: list[str] = []
     if not root.is_dir():

@@ -79,4 +79,7 @@ def test_corpus_path_that_is_a_file(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(CorpusError, match="not a folder"):
         corpus.save(target, "b", {}, tiny_sample())
+    with pytest.raises(CorpusError, match="not a folder"):
+        corpus.load(target)
     assert target.read_text() == "x"
+    assert corpus.load(tmp_path / "missing") == ([], [])
