@@ -8,7 +8,7 @@ Whatever the toolchain does wrong comes back as data (a ``Failure`` in the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -376,7 +376,6 @@ def refbackend_available() -> tuple[bool, str]:
     try:
         import torch_mlir.execution_engine  # noqa: F401
         import torch_mlir.passmanager  # noqa: F401
-        import torch_mlir.runtime  # noqa: F401
         _register_torch_mlir_passes()
     except ImportError as exc:
         return False, (f"torch-mlir's Python bindings are incomplete ({exc}); "

@@ -17,6 +17,17 @@ def tiny_config(**overrides: Any) -> DLRMConfig:
     return DLRMConfig(**fields)
 
 
+def linalg_of(config: DLRMConfig, seed: int, batch: Batch) -> str:
+    """The model's linalg-on-tensors program exported on ``batch``: exactly what
+    the linalg targets compile (no cache)."""
+    from fuzz.pipeline import Timer
+    from fuzz.targets import TARGETS, CompiledTarget
+
+    target = TARGETS["refbackend"]
+    assert isinstance(target, CompiledTarget)
+    return target.lowered(config, seed, batch.flat(), Timer(), None)
+
+
 def tiny_sample(config: DLRMConfig | None = None, seed: int = 7, batches: int = 1) -> Sample:
     """Two examples per batch; table 0 has an empty bag, every table hits its last row."""
     config = config or tiny_config()

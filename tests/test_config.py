@@ -25,13 +25,11 @@ from typing import Any
 import pytest
 
 from fuzz.config import DLRMConfig, InvalidConfig, embedding_width, interaction_width
+from tests.helpers import tiny_config
 
 
-def make(**overrides: Any) -> DLRMConfig:
-    """Three tables of width 4, dot interaction: 4 features, ln_top starts at 4 + 4*3/2 = 10."""
-    fields: dict[str, Any] = dict(m_spa=4, ln_emb=(10, 20, 30), ln_bot=(3, 4), ln_top=(10, 1))
-    fields.update(overrides)
-    return DLRMConfig(**fields)
+# Three tables of width 4, dot interaction: 4 features, ln_top starts at 4 + 4*3/2 = 10.
+make = tiny_config
 
 
 def raises(pattern: str, **overrides: Any) -> InvalidConfig:

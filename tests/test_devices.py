@@ -86,22 +86,15 @@ class Tiny:
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[Tiny]:
     """The tiny DLRM lowered once, two batches and their float64 eager answers."""
-    import torch
-
-    from fuzz import pipeline
-    from fuzz.model import build, build_reference, to_torch
-    from tests.helpers import tiny_config, tiny_sample
+    from fuzz.execute import execute
+    from fuzz.targets import TARGETS
+    from tests.helpers import linalg_of, tiny_config, tiny_sample
 
     sample = tiny_sample(tiny_config(), batches=2)
-    tables = sample.config.num_tables
-    model = build(sample.config, sample.seed)
-    args = to_torch(sample.batches[0].flat(), tables)
-    mlir = pipeline.lower(pipeline.export(model, args), "linalg-on-tensors")
-    reference = build_reference(sample.config, sample.seed)
-    inputs = [batch.flat() for batch in sample.batches]
-    with torch.no_grad():
-        expected = [reference(*to_torch(flat, tables, torch.float64)).numpy() for flat in inputs]
-    yield Tiny(mlir, inputs, expected)
+    mlir = linalg_of(sample.config, sample.seed, sample.batches[0])
+    expected = execute(TARGETS["eager-f64"], sample).outputs
+    assert all(out is not None for out in expected)
+    yield Tiny(mlir, [batch.flat() for batch in sample.batches], expected)  # type: ignore[arg-type]
 
 
 def _check_two_batches(tiny: Tiny, backend: str, flags: list[str], driver: str,

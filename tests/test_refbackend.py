@@ -14,11 +14,11 @@ import torch
 
 from fuzz import pipeline
 from fuzz.config import DLRMConfig
-from fuzz.model import build, build_reference, to_torch
+from fuzz.model import build_reference, to_torch
 from fuzz.pipeline import StageFailure
 from fuzz.refbackend import RefBackendModule, refbackend_available
 from fuzz.sample import Batch, Sample
-from tests.helpers import tiny_config, tiny_sample
+from tests.helpers import linalg_of, tiny_config, tiny_sample
 
 pytestmark = pytest.mark.pipeline
 
@@ -27,9 +27,7 @@ RTOL = 1e-4
 
 def _lower(config: DLRMConfig, batch: Batch) -> str:
     """linalg-on-tensors MLIR of the model ``config`` builds, exported on ``batch``."""
-    args = to_torch(batch.flat(), config.num_tables)
-    seed = tiny_sample(config).seed
-    return pipeline.lower(pipeline.export(build(config, seed), args), "linalg-on-tensors")
+    return linalg_of(config, tiny_sample(config).seed, batch)
 
 
 @functools.lru_cache(maxsize=None)
