@@ -23,7 +23,7 @@ from fuzz.sample import Sample
 from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
 from fuzz.workers import WorkerPool
 from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
-from oracles.signature import signature, signature_key
+from oracles.signature import bucket_for, signature_key
 from strategies import samples
 
 __all__ = ["CampaignOptions", "CampaignReport", "Finding", "run_campaign"]
@@ -163,10 +163,11 @@ def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
 def _file(outcome: Outcome, result: TargetResult, sample: Sample, target: Target,
           options: CampaignOptions, known: set[str], index: int) -> Finding:
     owner = target.owner(outcome.stage)
-    bucket = signature(outcome, sample, owner)
+    key = signature_key(outcome, sample, owner)
+    bucket = bucket_for(outcome.verdict, key)
     if bucket in known:
         return Finding(outcome, bucket, False, options.corpus_dir / bucket, index)
-    case = dict(outcome.to_dict(), owner=owner, signature=signature_key(outcome, sample, owner),
+    case = dict(outcome.to_dict(), owner=owner, signature=key,
                 features=sample_features(sample), campaign_seed=options.seed)
     path = corpus.save(options.corpus_dir, bucket, case, sample, result.texts, outcome.detail)
     known.add(bucket)

@@ -20,7 +20,7 @@ import re
 from fuzz.sample import Sample
 from oracles.verdict import Outcome, Verdict
 
-__all__ = ["signature", "signature_key", "normalize_error", "sample_features"]
+__all__ = ["signature", "signature_key", "bucket_for", "normalize_error", "sample_features"]
 
 _NORMALIZERS = (
     (re.compile(r"loc\((?:[^()]|\([^()]*\))*\)"), "loc(...)"),
@@ -72,14 +72,15 @@ def signature_key(outcome: Outcome, sample: Sample, owner: str) -> str:
     """``owner`` names who is to blame for the failing stage (see module doc)."""
     if outcome.verdict is Verdict.MISMATCH:
         return f"MISMATCH|{owner}|{','.join(sample_features(sample))}"
-    what = outcome.op or normalize_error(outcome.error)
-    if outcome.op:
-        what = f"{outcome.op}|{normalize_error(outcome.error)}"
+    what = "|".join(part for part in (outcome.op, normalize_error(outcome.error)) if part)
     return f"{outcome.verdict.value}|{owner}|{what}"
 
 
+def bucket_for(verdict: Verdict, key: str) -> str:
+    """A stable bucket id for a signature key: ``<verdict>-<12 hex digits>``."""
+    return f"{verdict.value.lower()}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
 def signature(outcome: Outcome, sample: Sample, owner: str) -> str:
-    """A stable bucket id: ``<verdict>-<12 hex digits>``."""
-    key = signature_key(outcome, sample, owner)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return f"{outcome.verdict.value.lower()}-{digest}"
+    """The bucket id of an outcome."""
+    return bucket_for(outcome.verdict, signature_key(outcome, sample, owner))
