@@ -15,32 +15,12 @@ never merges two different code paths.
 from __future__ import annotations
 
 import hashlib
-import re
 
 from fuzz.sample import Sample
+from oracles.normalize import normalize_error
 from oracles.verdict import Outcome, Verdict
 
 __all__ = ["signature", "signature_key", "bucket_for", "normalize_error", "sample_features"]
-
-_NORMALIZERS = (
-    (re.compile(r"loc\((?:[^()]|\([^()]*\))*\)"), "loc(...)"),
-    (re.compile(r'"[^"]*\.py":\d+:\d+'), "<file>"),
-    (re.compile(r"(?:/[\w.+-]+)+\.(?:py|mlir|cpp|h)(?::\d+)*"), "<path>"),
-    (re.compile(r"%[\w.#-]+"), "%v"),
-    (re.compile(r"\[[\d,\s?-]*\]"), "[...]"),
-    (re.compile(r"tensor<[^<>]*>"), "tensor<...>"),
-    (re.compile(r"0x[0-9a-fA-F]+"), "0x..."),
-    (re.compile(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b"), "N"),
-    (re.compile(r"\s+"), " "),
-)
-
-
-def normalize_error(line: str) -> str:
-    text = line
-    for pattern, replacement in _NORMALIZERS:
-        text = pattern.sub(replacement, text)
-    return text.strip()[:300]
-
 
 def sample_features(sample: Sample) -> list[str]:
     """The code-path switches a sample turns on, as sorted short strings."""
