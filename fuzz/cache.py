@@ -25,11 +25,12 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-__all__ = ["ArtifactCache", "CachedFailure", "cache_key", "default_cache_dir"]
+from oracles.results import Failure
+
+__all__ = ["ArtifactCache", "cache_key", "default_cache_dir"]
 
 _MAGIC = b"DLRMFZ1\n"
 _DIGEST = 32
@@ -48,16 +49,6 @@ def cache_key(*parts: Any) -> str:
     """A hex key over JSON-able parts (strings, numbers, lists, dicts)."""
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class CachedFailure:
-    """A stage failure replayed from the cache."""
-
-    stage: str
-    error_type: str
-    message: str
-    program: str | None = None
 
 
 class ArtifactCache:
@@ -161,7 +152,7 @@ class ArtifactCache:
         return total
 
     # -- typed entries -----------------------------------------------------
-    def get(self, key: str) -> str | bytes | CachedFailure | None:
+    def get(self, key: str) -> str | bytes | Failure | None:
         payload = self.get_bytes(key)
         if payload is None:
             return None
@@ -171,12 +162,12 @@ class ArtifactCache:
         if tag == b"B":
             return body
         if tag == b"F":
-            return CachedFailure(**json.loads(body))
+            return Failure.from_dict(json.loads(body))
         return None
 
-    def put(self, key: str, value: str | bytes | CachedFailure) -> None:
-        if isinstance(value, CachedFailure):
-            payload = b"F" + json.dumps(value.__dict__).encode()
+    def put(self, key: str, value: str | bytes | Failure) -> None:
+        if isinstance(value, Failure):
+            payload = b"F" + json.dumps(value.to_dict()).encode()
         elif isinstance(value, str):
             payload = b"T" + value.encode()
         else:

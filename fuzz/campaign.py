@@ -1,14 +1,21 @@
-"""A fuzzing campaign: Hypothesis draws samples, workers run them on every
-target, oracles judge them, and every failure lands in the corpus once per
-bucket, until the time budget is spent.
+"""A fuzzing campaign as an engine with phases, in the order Hypothesis' own
+engine runs them: **replay** every stored case (still failing in its bucket,
+fixed, or moved to another bucket), **generate** new samples until the budget
+(less what shrinking needs) is spent, then **shrink** each new bucket's case to
+the smallest sample that still fails the same way on the same target.
 
 Hypothesis drives generation (seeded, so a campaign is reproducible from its
-``--seed``); the time budget ends the run through an exception Hypothesis
-does not treat as a test failure, so nothing is shrunk or replayed here.
+``--seed``); the budget ends that loop through an exception Hypothesis does
+not take for a failing example. Shrinking is dlrm-fuzz's own structured
+reducer (``fuzz.shrink``): it must start from a stored case, for which
+Hypothesis holds no choice sequence. SIGINT / SIGTERM end any phase cleanly
+(``fuzz.interrupt``): the report so far is returned, workers are reaped, and
+corpus writes are never cut in half.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,15 +25,21 @@ from typing import Callable
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz import corpus
-from fuzz.execute import TargetResult
+from fuzz.corpus import CorpusEntry
+from fuzz.interrupt import Interrupted, deferred, stop_signals
 from fuzz.sample import Sample
 from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
+from fuzz.triage import Finding, Triage
 from fuzz.workers import WorkerPool
-from oracles import Outcome, ReferenceFailed, Tolerance, Verdict, judge, sample_features
-from oracles.signature import bucket_for, signature_key
+from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies import samples
 
-__all__ = ["CampaignOptions", "CampaignReport", "Finding", "run_campaign"]
+__all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
+           "ShrinkRecord", "run_campaign", "dispatch_order", "PHASES"]
+
+PHASES = ("replay", "generate", "shrink")
+# Below this a shrink attempt cannot make progress (one real compile is ~1 s).
+_MIN_SHRINK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,17 +57,30 @@ class CampaignOptions:
     tolerance: Tolerance = Tolerance()
     cache_dir: Path | None = None  # None: no artifact cache
     cache_mb: int = 2048
+    replay: bool = True
+    shrink: bool = True
+    # Per new bucket; the shrink phase as a whole takes at most a third of the budget.
+    shrink_budget_s: float = 60.0
 
 
 @dataclass(frozen=True)
-class Finding:
-    """A failing (sample, target) and where it was filed."""
+class ReplayRecord:
+    """A stored case re-run: ``status`` is still-failing, fixed, moved or skipped."""
 
-    outcome: Outcome
     bucket: str
-    new: bool
-    path: Path | None
-    sample_index: int
+    target: str
+    status: str
+    now: tuple[str, ...] = ()  # the buckets it lands in today
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ShrinkRecord:
+    bucket: str
+    target: str
+    record: dict[str, object]  # fuzz.shrink.ShrinkResult.to_dict(), or why not shrunk
+    replaced: bool
 
 
 @dataclass
@@ -67,8 +93,14 @@ class CampaignReport:
     harness_errors: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
     workers_replaced: int = 0
     batches_checked: int = 0
+    replays: list[ReplayRecord] = field(default_factory=list)
+    shrinks: list[ShrinkRecord] = field(default_factory=list)
+    localizations: int = 0
+    ablations: int = 0
+    interrupted: int | None = None  # the signal that stopped the campaign
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -77,47 +109,6 @@ class CampaignReport:
 
 class _BudgetSpent(BaseException):
     """Ends Hypothesis' loop without being taken for a failing example."""
-
-
-def run_campaign(options: CampaignOptions,
-                 on_finding: Callable[[Finding, CampaignReport], None] | None = None,
-                 on_start: Callable[[list[Target]], None] | None = None) -> CampaignReport:
-    """Targets and the corpus folder are checked (and may raise) before any
-    worker starts; ``on_start`` then hears which targets will run."""
-    table = options.table if options.table is not None else TARGETS
-    names = options.targets if options.targets is not None else available_targets(table)
-    targets = resolve_targets(names, table, check_available=True)
-    references = resolve_targets([REFERENCE, EAGER])
-    report = CampaignReport(targets=[t.name for t in targets])
-    start = time.monotonic()
-    deadline = start + options.budget_s
-    known = {entry.bucket for entry in corpus.load(options.corpus_dir)[0]}
-    if on_start is not None:
-        on_start(targets)
-    with WorkerPool(options.workers, options.timeout_s, options.memory_mb,
-                    cache_dir=options.cache_dir, cache_mb=options.cache_mb) as pool:
-        # Worker start-up (imports) is not fuzzing time.
-        deadline += time.monotonic() - start
-
-        @settings(database=None, deadline=None, max_examples=options.max_samples or 10**9,
-                  phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-                  print_blob=False)
-        @seed(options.seed)
-        @given(samples())
-        def check(sample: Sample) -> None:
-            if time.monotonic() >= deadline:
-                raise _BudgetSpent
-            _check_sample(sample, pool, references, targets, options, report, known, on_finding)
-            if options.max_samples is not None and report.samples >= options.max_samples:
-                raise _BudgetSpent
-
-        try:
-            check()
-        except _BudgetSpent:
-            pass
-        report.workers_replaced = pool.replaced
-    report.elapsed_s = time.monotonic() - start
-    return report
 
 
 def dispatch_order(targets: list[Target]) -> list[Target]:
@@ -133,42 +124,265 @@ def dispatch_order(targets: list[Target]) -> list[Target]:
     return leaders + followers
 
 
-def _check_sample(sample: Sample, pool: WorkerPool, references: list[Target],
-                  targets: list[Target], options: CampaignOptions, report: CampaignReport,
-                  known: set[str],
-                  on_finding: Callable[[Finding, CampaignReport], None] | None) -> None:
-    ordered = dispatch_order(targets)
-    results = pool.run([(t, sample) for t in references + ordered])
-    reference, eager = results[0], results[1]
-    report.samples += 1
-    for target, result in zip(ordered, results[2:]):
-        report.configs_compiled += result.compiles
-        for stage, seconds in result.timings.items():
-            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+class Campaign:
+    """Pool, references, targets, known buckets and the report of one campaign.
+
+    Targets and the corpus folder are checked (and may raise) in the
+    constructor, before any worker starts."""
+
+    def __init__(self, options: CampaignOptions,
+                 on_finding: Callable[[Finding, CampaignReport], None] | None = None,
+                 on_start: Callable[[list[Target]], None] | None = None,
+                 on_phase: Callable[[str, CampaignReport], None] | None = None) -> None:
+        self.options = options
+        self.table = options.table if options.table is not None else TARGETS
+        names = options.targets if options.targets is not None else available_targets(self.table)
+        self.targets = resolve_targets(names, self.table, check_available=True)
+        self.references = resolve_targets([REFERENCE, EAGER])
+        self.report = CampaignReport(targets=[t.name for t in self.targets])
+        stored, _ = corpus.load(options.corpus_dir)
+        self.stored = stored
+        self.known = {entry.bucket for entry in stored}
+        self._sizes: dict[str, tuple[int, ...]] = {}
+        self.unshrunk: list[str] = []
+        self._on_finding = on_finding
+        self._on_start = on_start
+        self._on_phase = on_phase
+        self.pool: WorkerPool | None = None
+        self.triage: Triage | None = None
+
+    # -- the engine -------------------------------------------------------------
+    def run(self) -> CampaignReport:
+        options = self.options
+        start = time.monotonic()
+        if self._on_start is not None:
+            self._on_start(self.targets)
+        with stop_signals():
+            try:
+                with WorkerPool(options.workers, options.timeout_s, options.memory_mb,
+                                cache_dir=options.cache_dir, cache_mb=options.cache_mb) as pool:
+                    self.pool = pool
+                    self.triage = Triage(pool, options.tolerance)
+                    # Worker start-up (imports) is not fuzzing time.
+                    deadline = time.monotonic() + options.budget_s
+                    try:
+                        if options.replay:
+                            self._phase("replay", self._replay)
+                        self._phase("generate", lambda: self._generate(deadline))
+                        if options.shrink:
+                            self._phase("shrink", lambda: self._shrink(deadline))
+                    finally:
+                        self.report.workers_replaced = pool.replaced
+                        self.report.localizations = self.triage.localizations
+                        self.report.ablations = self.triage.ablations
+            except Interrupted as stop:
+                self.report.interrupted = stop.signum
+        self.report.elapsed_s = time.monotonic() - start
+        return self.report
+
+    def _phase(self, name: str, body: Callable[[], None]) -> None:
+        if self._on_phase is not None:
+            self._on_phase(name, self.report)
+        began = time.monotonic()
         try:
-            outcome = judge(result, reference, eager, options.tolerance)
+            body()
+        finally:
+            self.report.phase_seconds[name] = self.report.phase_seconds.get(name, 0.0) \
+                + time.monotonic() - began
+
+    def _target(self, name: str) -> Target | None:
+        """A target by name: this campaign's, the table's, or a FAKE one."""
+        for target in self.targets:
+            if target.name == name:
+                return target
+        try:
+            return resolve_targets([name], self.table)[0]
+        except ValueError:
+            return None
+
+    # -- replay -------------------------------------------------------------------
+    def _replay(self) -> None:
+        for entry in self.stored:
+            self.report.replays.append(self._replay_one(entry))
+
+    def _replay_one(self, entry: CorpusEntry) -> ReplayRecord:
+        began = time.monotonic()
+        target = self._target(entry.target)
+        if target is None or not target.availability()[0]:
+            return ReplayRecord(entry.bucket, entry.target, "skipped",
+                                note=f"target {entry.target!r} is not available here")
+        replay_targets = [target, *self._blame_witnesses(entry, target)]
+        findings = self._run_sample(entry.sample, replay_targets, file=False)
+        now = tuple(sorted({f.bucket for f in findings}))
+        status = "still-failing" if entry.bucket in now else "moved" if now else "fixed"
+        note = "" if entry.key_version == KEY_VERSION else \
+            f"stored with bucket-key version {entry.key_version}, now {KEY_VERSION}"
+        return ReplayRecord(entry.bucket, entry.target, status, now,
+                            time.monotonic() - began, note)
+
+    def _blame_witnesses(self, entry: CorpusEntry, target: Target) -> list[Target]:
+        """A mismatch blamed on a shared lowering needs a second backend to be
+        blamed the same way again: one other target it was seen on."""
+        if entry.verdict is not Verdict.MISMATCH or entry.owner != target.lowering_owner:
+            return []
+        for name in entry.seen_on:
+            other = self._target(name)
+            if other is not None and other.name != target.name and \
+                    other.owner("run") != target.owner("run") and other.availability()[0]:
+                return [other]
+        return []
+
+    # -- generate -----------------------------------------------------------------
+    def _generate_deadline(self, deadline: float) -> float:
+        """Stop generating early enough to shrink what was found, but never
+        give shrinking more than a third of the budget."""
+        if not self.options.shrink:
+            return deadline
+        reserve = min(self.options.budget_s / 3,
+                      len(self.unshrunk) * self.options.shrink_budget_s)
+        return deadline - reserve
+
+    def _generate(self, deadline: float) -> None:
+        options = self.options
+
+        @settings(database=None, deadline=None, max_examples=options.max_samples or 10**9,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+                  print_blob=False)
+        @seed(options.seed)
+        @given(samples())
+        def check(sample: Sample) -> None:
+            if time.monotonic() >= self._generate_deadline(deadline):
+                raise _BudgetSpent
+            self.report.samples += 1
+            self._run_sample(sample, self.targets, file=True)
+            if options.max_samples is not None and self.report.samples >= options.max_samples:
+                raise _BudgetSpent
+
+        try:
+            check()
+        except _BudgetSpent:
+            pass
+
+    def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
+        """All targets on one sample, triaged; ``file``: count and store findings."""
+        assert self.pool is not None and self.triage is not None
+        ordered = dispatch_order(targets)
+        answers = self.pool.run([(t, sample) for t in self.references + ordered])
+        reference, eager = answers[0], answers[1]
+        results = {t.name: r for t, r in zip(ordered, answers[2:])}
+        try:
+            outcomes = self.triage.outcomes(results, reference, eager)
         except ReferenceFailed as exc:
-            report.harness_errors.append(f"sample {report.samples} ({sample.describe()}): {exc}")
-            return
-        report.outcomes[(target.name, outcome.verdict.value)] += 1
-        report.batches_checked += sum(out is not None for out in result.outputs)
-        if outcome.verdict is Verdict.PASS:
-            continue
-        finding = _file(outcome, result, sample, target, options, known, report.samples)
-        report.findings.append(finding)
-        if on_finding is not None:
-            on_finding(finding, report)
+            self.report.harness_errors.append(f"{sample.describe()}: {exc}")
+            return []
+        findings = self.triage.findings(sample, {t.name: t for t in ordered}, results, outcomes)
+        if not file:
+            return findings
+        for name, result in results.items():
+            self.report.configs_compiled += result.compiles
+            for stage, seconds in result.timings.items():
+                self.report.stage_seconds[stage] = self.report.stage_seconds.get(stage, 0.0) \
+                    + seconds
+            self.report.outcomes[(name, outcomes[name].verdict.value)] += 1
+            self.report.batches_checked += sum(out is not None for out in result.outputs)
+        for finding in findings:
+            finding.sample_index = self.report.samples
+            self._file(finding, sample)
+            self.report.findings.append(finding)
+            if self._on_finding is not None:
+                self._on_finding(finding, self.report)
+        return findings
+
+    def _file(self, finding: Finding, sample: Sample) -> None:
+        from fuzz.edits import size_key
+
+        root = self.options.corpus_dir
+        outcome = finding.outcome
+        entry = CorpusEntry(
+            bucket=finding.bucket, signature=finding.key, verdict=finding.verdict,
+            owner=finding.owner, target=finding.target, sample=sample, stage=outcome.stage,
+            error=outcome.error, op=outcome.op, culprit=finding.culprit,
+            localization=finding.localization, numbers=outcome.numbers,
+            timings=outcome.timings, seen_on=finding.targets, features=tuple(sample.features()),
+            campaign_seed=self.options.seed, detail=outcome.detail, texts=finding.result.texts)
+        finding.path = root / finding.bucket
+        with deferred():  # a stop signal waits until the entry is whole
+            if finding.bucket in self.known:
+                corpus.record_seen(root, finding.bucket, finding.targets)
+                size = size_key(sample)
+                if size < self._stored_size(finding.bucket) and \
+                        corpus.replace_if_smaller(root, entry, size_key):
+                    self._sizes[finding.bucket] = size
+                return
+            path = corpus.save(root, entry)
+            self.known.add(finding.bucket)
+            finding.new = path is not None
+            if finding.new:
+                self._sizes[finding.bucket] = size_key(sample)
+                self.unshrunk.append(finding.bucket)
+
+    def _stored_size(self, bucket: str) -> tuple[int, ...]:
+        from fuzz.edits import size_key
+
+        if bucket not in self._sizes:
+            try:
+                self._sizes[bucket] = size_key(
+                    corpus.load_entry(self.options.corpus_dir / bucket).sample)
+            except (OSError, ValueError, KeyError, TypeError):
+                self._sizes[bucket] = ()  # junk: never replaced by us
+        return self._sizes[bucket]
+
+    # -- shrink -------------------------------------------------------------------
+    def _shrink(self, deadline: float) -> None:
+        while self.unshrunk:
+            left = deadline - time.monotonic()
+            budget = min(self.options.shrink_budget_s, left / len(self.unshrunk))
+            bucket = self.unshrunk.pop(0)
+            if budget < _MIN_SHRINK_S:
+                self.report.shrinks.append(ShrinkRecord(bucket, "", {
+                    "skipped": f"{max(left, 0):.0f}s of budget left"}, False))
+                continue
+            self.report.shrinks.append(self._shrink_one(bucket, budget))
+
+    def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
+        from fuzz.edits import size_key
+        from fuzz.shrink import shrink
+
+        assert self.triage is not None
+        triage = self.triage
+        root = self.options.corpus_dir
+        entry = corpus.load_entry(root / bucket)
+        target = self._target(entry.target)
+        if target is None:
+            return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
+        method = (entry.culprit or "").split(":", 1)[0] or None
+        wanted = triage.solo_key(target, entry.sample, method)
+        if wanted is None:
+            return ShrinkRecord(bucket, target.name, {
+                "skipped": "the stored case does not fail on its target alone"}, False)
+
+        def same_bucket(candidate: Sample) -> bool:
+            return triage.solo_key(target, candidate, method) == wanted
+
+        result = shrink(entry.sample, same_bucket, budget_s)
+        record = result.to_dict()
+        if size_key(result.sample) >= size_key(entry.sample):
+            return ShrinkRecord(bucket, target.name, record, False)
+        # The stored evidence (error line, numbers, programs) must be the shrunk case's.
+        _, outcome, got = triage.solo_verdict(target, result.sample)
+        if outcome is None or got is None:
+            return ShrinkRecord(bucket, target.name, record, False)
+        shrunk = dataclasses.replace(
+            entry, sample=result.sample, shrink=record, features=tuple(result.sample.features()),
+            error=outcome.error, op=outcome.op, numbers=outcome.numbers,
+            timings=outcome.timings, detail=outcome.detail or entry.detail, texts=got.texts)
+        with deferred():
+            replaced = corpus.replace_if_smaller(root, shrunk, size_key)
+        return ShrinkRecord(bucket, target.name, record, replaced)
 
 
-def _file(outcome: Outcome, result: TargetResult, sample: Sample, target: Target,
-          options: CampaignOptions, known: set[str], index: int) -> Finding:
-    owner = target.owner(outcome.stage)
-    key = signature_key(outcome, sample, owner)
-    bucket = bucket_for(outcome.verdict, key)
-    if bucket in known:
-        return Finding(outcome, bucket, False, options.corpus_dir / bucket, index)
-    case = dict(outcome.to_dict(), owner=owner, signature=key,
-                features=sample_features(sample), campaign_seed=options.seed)
-    path = corpus.save(options.corpus_dir, bucket, case, sample, result.texts, outcome.detail)
-    known.add(bucket)
-    return Finding(outcome, bucket, path is not None, path or options.corpus_dir / bucket, index)
+def run_campaign(options: CampaignOptions,
+                 on_finding: Callable[[Finding, CampaignReport], None] | None = None,
+                 on_start: Callable[[list[Target]], None] | None = None) -> CampaignReport:
+    """Run a whole campaign (all phases the options enable) and return its report."""
+    return Campaign(options, on_finding, on_start).run()

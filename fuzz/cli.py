@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
@@ -20,8 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from fuzz import corpus
-from fuzz.campaign import CampaignOptions, CampaignReport, Finding, run_campaign
+from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
+from fuzz.interrupt import EXIT_STATUS
 from fuzz.cache import default_cache_dir
 from fuzz.plugins import PluginError, target_table
 from fuzz.targets import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
@@ -85,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true", help="export, lower and compile everything afresh")
     run.add_argument("--cache-mb", type=_positive_int, default=2048,
                      help="artifact cache size bound in MiB (default 2048)")
+    run.add_argument("--no-replay", action="store_true",
+                     help="skip the replay phase (re-running every stored case first)")
+    run.add_argument("--no-shrink", action="store_true",
+                     help="skip the shrink phase (minimizing each new bucket's case)")
+    run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
+                     help="shrinking time per new bucket (default 60s; the shrink phase "
+                          "takes at most a third of --budget)")
     targets = sub.add_parser("targets", help="list the targets, whether each runs here, and why not")
     _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
@@ -141,9 +150,9 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
     # One line per bucket, not a table: grep- and diff-friendly at any width.
     console.print(f"corpus {path}: {len(entries)} buckets", markup=False)
     for entry in entries:
-        case = entry.case
-        console.print(f"{entry.bucket}  {case.get('verdict', '?')}  {case.get('owner', '?')}  "
-                      f"{str(case.get('error', ''))[:160]}", markup=False, soft_wrap=True)
+        what = entry.culprit or entry.error
+        console.print(f"{entry.bucket}  {entry.verdict.value}  {entry.owner}  "
+                      f"[{','.join(entry.seen_on)}]  {what[:160]}", markup=False, soft_wrap=True)
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     return EXIT_OK
@@ -158,7 +167,8 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               timeout_s=args.timeout, memory_mb=args.memory_mb,
                               max_samples=args.max_samples,
                               cache_dir=None if args.no_cache else args.cache,
-                              cache_mb=args.cache_mb)
+                              cache_mb=args.cache_mb, replay=not args.no_replay,
+                              shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget)
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
@@ -167,13 +177,23 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
     def on_finding(finding: Finding, report: CampaignReport) -> None:
         if finding.new:
             o = finding.outcome
-            console.print(f"  NEW  sample {finding.sample_index}: {o.target} {o.verdict.value} "
-                          f"-> {finding.path}\n       {o.error[:200]}", markup=False, soft_wrap=True)
+            what = finding.culprit or o.error[:200]
+            console.print(f"  NEW  sample {finding.sample_index}: {finding.verdict.value} "
+                          f"{finding.owner} on {','.join(finding.targets)} -> {finding.path}"
+                          f"\n       {what}", markup=False, soft_wrap=True)
 
-    report = run_campaign(options, on_finding, on_start)
+    def on_phase(name: str, report: CampaignReport) -> None:
+        console.print(f"-- {name}", markup=False)
+
+    report = Campaign(options, on_finding, on_start, on_phase).run()
     _summary(console, report)
     for line in report.harness_errors:
         err.print(f"dlrm-fuzz: harness error: {line}", markup=False, soft_wrap=True)
+    if report.interrupted is not None:
+        status = EXIT_STATUS.get(signal.Signals(report.interrupted), 128 + report.interrupted)
+        err.print(f"dlrm-fuzz: stopped by {signal.Signals(report.interrupted).name}; "
+                  f"the summary above is what was found so far", markup=False)
+        return status
     return EXIT_HARNESS if report.harness_errors else EXIT_OK
 
 
@@ -189,7 +209,21 @@ def _summary(console: Console, report: CampaignReport) -> None:
     head.add_row("workers replaced", str(report.workers_replaced))
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(report.stage_seconds.items()))
     head.add_row("time in stages", stages or "-")
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
+    head.add_row("time in phases", phases or "-")
+    head.add_row("localized / ablated", f"{report.localizations} / {report.ablations}")
+    if report.interrupted is not None:
+        head.add_row("stopped by", signal.Signals(report.interrupted).name)
     console.print(head)
+    if report.replays:
+        replay = Table(title="replay of the stored cases")
+        for column in ("bucket", "target", "status", "now in", "seconds"):
+            replay.add_column(column, overflow="fold")
+        for replayed in report.replays:
+            replay.add_row(replayed.bucket, replayed.target,
+                           replayed.status + (f" ({replayed.note})" if replayed.note else ""),
+                           ", ".join(replayed.now) or "-", f"{replayed.seconds:.1f}")
+        console.print(replay)
     verdicts = Table(title="outcomes by target and verdict")
     for column in ("target", "verdict", "count"):
         verdicts.add_column(column)
@@ -198,9 +232,28 @@ def _summary(console: Console, report: CampaignReport) -> None:
     console.print(verdicts)
     if report.new_buckets:
         found = Table(title="new failure buckets")
-        for column in ("bucket", "target", "verdict", "first error line"):
+        for column in ("bucket", "owner on targets", "verdict", "culprit / first error line"):
             found.add_column(column, overflow="fold")
         for finding in report.new_buckets:
             o = finding.outcome
-            found.add_row(finding.bucket, o.target, o.verdict.value, o.error[:120])
+            found.add_row(finding.bucket, f"{finding.owner} on {', '.join(finding.targets)}",
+                          o.verdict.value, (finding.culprit or o.error)[:120])
         console.print(found)
+    if report.shrinks:
+        shrunk = Table(title="shrinking (size: tables/examples/indices)")
+        for column in ("bucket", "target", "before", "after", "steps", "seconds", "stored"):
+            shrunk.add_column(column, overflow="fold")
+        for record in report.shrinks:
+            r = record.record
+            shrunk.add_row(record.bucket, record.target, _size(r.get("size_before")),
+                           _size(r.get("size_after")) if "skipped" not in r else str(r["skipped"]),
+                           f"{r.get('steps_accepted', 0)}/{r.get('steps_tried', 0)}",
+                           f"{r.get('seconds', 0.0):.1f}",
+                           "replaced" if record.replaced else "kept")
+        console.print(shrunk)
+
+
+def _size(size: object) -> str:
+    if not isinstance(size, dict):
+        return "-"
+    return f"{size.get('tables', '?')}/{size.get('examples', '?')}/{size.get('indices', '?')}"

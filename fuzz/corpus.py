@@ -1,35 +1,52 @@
 """The corpus: one self-describing folder per failure bucket.
 
-``corpus/<bucket>/`` holds ``case.json`` (config, seed, verdict, error line,
-numbers, tool versions), ``inputs.npz`` (the batches; no pickles),
-``error.txt`` (the toolchain's full message) and the intermediate programs.
-A folder is written under a temporary name and renamed into place, so a
-reader never sees half an entry, and an existing bucket is never overwritten:
-the first sample to hit a bug keeps its place. Loading skips and names junk
-(a folder with a corrupt ``case.json``, missing files) instead of dying.
+``corpus/<bucket>/`` holds ``case.json`` (the typed ``CorpusEntry``: config,
+seed, verdict, owner, culprit, error line, numbers, the targets it was seen
+on, the shrink record, tool versions), ``inputs.npz`` (the batches; no
+pickles), ``error.txt`` (the toolchain's full message) and the intermediate
+programs. ``CorpusEntry.to_case`` / ``CorpusEntry.from_case`` mirror each
+other, so what is saved is exactly what loads.
+
+Writes never leave half an entry: a new folder is written under a temporary
+name and renamed into place; a smaller case for a known bucket is swapped in
+with one atomic exchange of the two folders; the list of targets a bucket was
+seen on is rewritten through a temporary file under a lock, so two campaigns
+sharing a corpus never lose each other's updates. A larger case never
+replaces a smaller one. Loading skips and names junk (a corrupt
+``case.json``, missing files) instead of dying.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import dataclasses
+import fcntl
 import json
 import os
 import shutil
 import tempfile
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from fuzz.config import DLRMConfig, InvalidConfig
 from fuzz.sample import InvalidSample, Sample
 from fuzz.versions import tool_versions
+from oracles.results import Stage
+from oracles.signature import KEY_VERSION
+from oracles.verdict import Verdict
 
-__all__ = ["CorpusEntry", "CorpusError", "save", "load", "SCHEMA"]
+__all__ = ["CorpusEntry", "CorpusError", "save", "load", "load_entry", "record_seen",
+           "replace_if_smaller", "SCHEMA"]
 
-SCHEMA = 1
+SCHEMA = 2
+_READABLE_SCHEMAS = (1, 2)
+_LOCK = ".lock"
 
 
 class CorpusError(ValueError):
@@ -38,13 +55,73 @@ class CorpusError(ValueError):
 
 @dataclass(frozen=True)
 class CorpusEntry:
-    path: Path
-    case: dict[str, Any]
-    sample: Sample
+    """A stored failure: the smallest sample known for a bucket, and everything
+    a triager, a replay or a reproducer needs to know about it."""
 
-    @property
-    def bucket(self) -> str:
-        return str(self.case["bucket"])
+    bucket: str
+    signature: str  # the readable key the bucket id hashes (oracles.signature)
+    verdict: Verdict
+    owner: str  # the component blamed (oracles.blame)
+    target: str  # the target the stored sample fails on (replay and shrink use it)
+    sample: Sample = field(compare=False)
+    stage: Stage = Stage.RUN
+    error: str = ""
+    op: str | None = None
+    culprit: str | None = None  # MISMATCH: localized op or minimal feature set
+    localization: dict[str, Any] = field(default_factory=dict)
+    numbers: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    seen_on: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    campaign_seed: int | None = None
+    shrink: dict[str, Any] | None = None
+    tool_versions: dict[str, str] = field(default_factory=tool_versions)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                               time.gmtime()))
+    key_version: int = KEY_VERSION
+    # Files beside case.json, not inside it.
+    detail: str = field(default="", compare=False, repr=False)
+    texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    path: Path | None = field(default=None, compare=False)
+
+    # -- mirrored JSON -----------------------------------------------------
+    def to_case(self) -> dict[str, Any]:
+        """``case.json``: every field but the sample's arrays, the files and the path."""
+        return {
+            "schema": SCHEMA, "bucket": self.bucket, "signature": self.signature,
+            "key_version": self.key_version, "verdict": self.verdict.value,
+            "owner": self.owner, "target": self.target, "stage": Stage.parse(str(self.stage)).value,
+            "error": self.error, "op": self.op, "culprit": self.culprit,
+            "localization": self.localization, "numbers": self.numbers,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "seen_on": sorted(self.seen_on), "features": list(self.features),
+            "campaign_seed": self.campaign_seed, "shrink": self.shrink,
+            "tool_versions": self.tool_versions, "created": self.created,
+            "config": self.sample.config.to_dict(), "seed": self.sample.seed,
+            "batches": len(self.sample.batches),
+        }
+
+    @classmethod
+    def from_case(cls, case: dict[str, Any], sample: Sample, path: Path | None = None,
+                  detail: str = "") -> "CorpusEntry":
+        """The inverse of ``to_case`` (schema 1 entries, from before blame and
+        shrinking, load with what they have)."""
+        return cls(
+            bucket=str(case["bucket"]), signature=str(case.get("signature", "")),
+            verdict=Verdict(case["verdict"]), owner=str(case.get("owner", "?")),
+            target=str(case["target"]), sample=sample,
+            stage=Stage.parse(str(case.get("stage", "run"))), error=str(case.get("error", "")),
+            op=case.get("op"), culprit=case.get("culprit"),
+            localization=dict(case.get("localization") or {}),
+            numbers=dict(case.get("numbers") or {}), timings=dict(case.get("timings") or {}),
+            seen_on=tuple(case.get("seen_on") or (case["target"],)),
+            features=tuple(case.get("features") or ()), campaign_seed=case.get("campaign_seed"),
+            shrink=case.get("shrink"), tool_versions=dict(case.get("tool_versions") or {}),
+            created=str(case.get("created", "")), key_version=int(case.get("key_version", 1)),
+            detail=detail, path=path)
+
+    def with_seen(self, targets: Any) -> "CorpusEntry":
+        return dataclasses.replace(self, seen_on=tuple(sorted(set(self.seen_on) | set(targets))))
 
 
 def _refuse_non_folder(root: Path) -> None:
@@ -62,26 +139,43 @@ def _ensure_dir(root: Path) -> None:
                           f"pass --corpus a writable folder") from exc
 
 
-def save(root: Path, bucket: str, case: dict[str, Any], sample: Sample,
-         texts: dict[str, str] | None = None, detail: str = "") -> Path | None:
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One writer at a time per corpus (across processes), for read-modify-write."""
+    with open(root / _LOCK, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_folder(root: Path, entry: CorpusEntry) -> Path:
+    """The entry's files in a fresh hidden staging folder (loaders skip it)."""
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.bucket}-", dir=root))
+    try:
+        (staging / "case.json").write_text(json.dumps(entry.to_case(), indent=2,
+                                                      sort_keys=True) + "\n")
+        (staging / "inputs.npz").write_bytes(entry.sample.npz_bytes())
+        if entry.detail:
+            (staging / "error.txt").write_text(entry.detail)
+        for name, text in entry.texts.items():
+            (staging / Path(name).name).write_text(text)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def save(root: Path, entry: CorpusEntry) -> Path | None:
     """Store a new bucket atomically; returns its folder, or None when the
     bucket is already in the corpus (nothing is overwritten)."""
     _ensure_dir(root)
-    final = root / bucket
+    final = root / entry.bucket
     if final.exists():
         return None
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{bucket}-", dir=root))
+    staging = _write_folder(root, entry)
     try:
-        record = {"schema": SCHEMA, "bucket": bucket, "config": sample.config.to_dict(),
-                  "seed": sample.seed, "batches": len(sample.batches),
-                  "tool_versions": tool_versions(), "created": time.strftime(
-                      "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **case}
-        (staging / "case.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        (staging / "inputs.npz").write_bytes(sample.npz_bytes())
-        if detail:
-            (staging / "error.txt").write_text(detail)
-        for name, text in (texts or {}).items():
-            (staging / Path(name).name).write_text(text)
         os.rename(staging, final)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
@@ -89,6 +183,63 @@ def save(root: Path, bucket: str, case: dict[str, Any], sample: Sample,
             return None
         raise
     return final
+
+
+def record_seen(root: Path, bucket: str, targets: Any) -> bool:
+    """Add ``targets`` to a stored bucket's ``seen_on``; True when it grew.
+    Atomic (temporary file + rename) and serialized by the corpus lock."""
+    folder = root / bucket
+    with _locked(root):
+        try:
+            case = json.loads((folder / "case.json").read_text())
+        except (OSError, ValueError):
+            return False  # not there, or junk: leave it alone
+        seen = set(case.get("seen_on") or [case.get("target")])
+        grown = seen | set(targets)
+        if grown == seen:
+            return False
+        case["seen_on"] = sorted(str(t) for t in grown if t)
+        temp = folder / f".case.json.{os.getpid()}"
+        temp.write_text(json.dumps(case, indent=2, sort_keys=True) + "\n")
+        os.replace(temp, folder / "case.json")
+        return True
+
+
+def replace_if_smaller(root: Path, entry: CorpusEntry,
+                       size_key: Callable[[Sample], tuple[int, ...]]) -> bool:
+    """Swap ``entry`` in for the stored case of its bucket when its sample is
+    strictly smaller by ``size_key``; the stored ``seen_on`` is kept (merged).
+    A larger or equal case never replaces; a missing bucket is saved."""
+    _ensure_dir(root)
+    final = root / entry.bucket
+    with _locked(root):
+        if not final.exists():
+            return save(root, entry) is not None
+        try:
+            stored = load_entry(final)
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+            return False  # junk is reported by load(), never overwritten
+        if size_key(entry.sample) >= size_key(stored.sample):
+            return False
+        staging = _write_folder(root, entry.with_seen(stored.seen_on))
+        _exchange(staging, final)
+        shutil.rmtree(staging, ignore_errors=True)  # now holds the old case
+        return True
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two folders in one step (Linux ``renameat2(RENAME_EXCHANGE)``), so a
+    reader sees the old case or the new one, never neither; elsewhere two renames."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+            return
+    aside = b.with_name(f".old-{b.name}-{os.getpid()}")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
 
 
 def load(root: Path) -> tuple[list[CorpusEntry], list[str]]:
@@ -103,24 +254,27 @@ def load(root: Path) -> tuple[list[CorpusEntry], list[str]]:
         if not folder.is_dir() or folder.name.startswith("."):
             continue
         try:
-            entries.append(_load_entry(folder))
+            entries.append(load_entry(folder))
         except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
             junk.append(f"{folder}: skipped, {exc}")
     return entries, junk
 
 
-def _load_entry(folder: Path) -> CorpusEntry:
+def load_entry(folder: Path) -> CorpusEntry:
+    """One bucket folder; raises ValueError (or OSError) naming what is wrong."""
     try:
         case = json.loads((folder / "case.json").read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"case.json is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(case, dict) or case.get("schema") != SCHEMA:
+    if not isinstance(case, dict) or case.get("schema") not in _READABLE_SCHEMAS:
         raise ValueError(f"case.json schema={case.get('schema') if isinstance(case, dict) else None!r}"
-                         f": expected {SCHEMA}")
+                         f": expected one of {list(_READABLE_SCHEMAS)}")
     try:
         config = DLRMConfig.from_dict(case["config"])
         with np.load(folder / "inputs.npz", allow_pickle=False) as arrays:
             sample = Sample.from_arrays(config, int(case["seed"]), arrays)
     except (InvalidConfig, InvalidSample) as exc:
         raise ValueError(str(exc)) from exc
-    return CorpusEntry(folder, case, sample)
+    detail_path = folder / "error.txt"
+    detail = detail_path.read_text() if detail_path.exists() else ""
+    return CorpusEntry.from_case(case, sample, folder, detail)

@@ -7,7 +7,7 @@ Whatever the toolchain does wrong comes back as data (a ``Failure`` in the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -16,39 +16,12 @@ from fuzz.cache import ArtifactCache
 from fuzz.pipeline import StageFailure, Timer
 from fuzz.sample import Sample
 from fuzz.targets import Target
+from oracles.results import Failure, Stage, TargetResult
 
 __all__ = ["Failure", "TargetResult", "execute", "MAX_TEXT_BYTES"]
 
 # Intermediate programs bigger than this are not shipped back (corpus size).
 MAX_TEXT_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What the toolchain said when it failed: stage, exception type, its text.
-
-    ``signal`` is set when the worker process died (CRASH) and ``timed_out``
-    when it was killed for exceeding its time limit.
-    """
-
-    stage: str
-    error_type: str
-    message: str
-    signal: int | None = None
-    exit_code: int | None = None
-    timed_out: bool = False
-    stderr_tail: str = ""
-
-
-@dataclass
-class TargetResult:
-    target: str
-    outputs: list[np.ndarray | None]
-    failure: Failure | None = None
-    stage_reached: str = "none"
-    timings: dict[str, float] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
-    compiles: int = 0
 
 
 def _shape_key(flat: list[np.ndarray]) -> tuple[tuple[int, ...], ...]:
@@ -67,7 +40,7 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
     try:
         artifact = target.compile(sample.config, sample.seed, first, timer, cache)
         result.compiles = 1
-        result.stage_reached = "compile"
+        result.stage_reached = Stage.COMPILE
         for name, text in target.artifact_texts(artifact).items():
             if len(text) <= MAX_TEXT_BYTES:
                 result.texts[name] = text
@@ -76,15 +49,15 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
             if not target.any_shape and _shape_key(flat) != _shape_key(first):
                 continue
             result.outputs[b] = target.run(artifact, flat, timer)[0]
-            result.stage_reached = "run"
+            result.stage_reached = Stage.RUN
     except StageFailure as failure:
-        result.failure = Failure(failure.stage, failure.error_type, failure.message)
-        _keep_failed_program(failure, result)
+        result.failure = _keep_failed_program(failure.failure, result)
     return result
 
 
-def _keep_failed_program(failure: StageFailure, result: TargetResult) -> None:
-    """A failing stage may carry the program it choked on (kept for the report)."""
-    program = getattr(failure, "program", None)
-    if isinstance(program, str) and len(program) <= MAX_TEXT_BYTES:
-        result.texts[f"{failure.stage}-input.mlir"] = program
+def _keep_failed_program(failure: Failure, result: TargetResult) -> Failure:
+    """A failing stage may carry the program it choked on: kept as a text of
+    the result (for the report), not shipped twice inside the failure."""
+    if failure.program is not None and len(failure.program) <= MAX_TEXT_BYTES:
+        result.texts[f"{failure.stage.value}-input.mlir"] = failure.program
+    return dataclasses.replace(failure, program=None)

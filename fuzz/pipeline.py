@@ -11,6 +11,7 @@ functions so that only worker processes pay for them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import tempfile
@@ -20,20 +21,50 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from oracles.results import Failure, Stage
+
 __all__ = ["StageFailure", "Timer", "run_stage", "export", "lower", "compile_vmfb", "LoadedModule"]
 
 T = TypeVar("T")
 
 
 class StageFailure(Exception):
-    """The toolchain under test failed in ``stage``; ``message`` is its own text."""
+    """The toolchain under test failed in ``stage``; ``message`` is its own text.
 
-    def __init__(self, stage: str, error_type: str, message: str) -> None:
+    The exception only carries a ``Failure`` value across the stack; the value
+    is what the cache stores, the worker sends back and the oracles judge."""
+
+    def __init__(self, stage: str, error_type: str, message: str,
+                 program: str | None = None) -> None:
         super().__init__(f"{stage}: {error_type}: {message}")
-        self.stage = stage
-        self.error_type = error_type
-        self.message = message
-        self.program: str | None = None
+        self.failure = Failure(Stage.parse(stage), error_type, message, program=program)
+
+    @classmethod
+    def of(cls, failure: Failure) -> "StageFailure":
+        """Raise a stored failure again (from the artifact cache)."""
+        exc = cls(failure.stage.value, failure.error_type, failure.message)
+        exc.failure = failure
+        return exc
+
+    @property
+    def stage(self) -> Stage:
+        return self.failure.stage
+
+    @property
+    def error_type(self) -> str:
+        return self.failure.error_type
+
+    @property
+    def message(self) -> str:
+        return self.failure.message
+
+    @property
+    def program(self) -> str | None:
+        return self.failure.program
+
+    @program.setter
+    def program(self, text: str | None) -> None:
+        self.failure = dataclasses.replace(self.failure, program=text)
 
 
 @dataclass

@@ -113,6 +113,33 @@ class Sample:
             b += 1
         return cls(config=config, seed=seed, batches=tuple(batches))
 
+    def features(self) -> list[str]:
+        """The code-path switches this sample turns on, as sorted short strings
+        (recorded with a finding; the coarsest mismatch key, used only when
+        localization and ablation both fail)."""
+        config = self.config
+        found = {f"interaction={config.arch_interaction_op}"}
+        if config.arch_interaction_op == "dot" and config.arch_interaction_itself:
+            found.add("interaction_itself")
+        if config.weighted_pooling:
+            found.add(f"weighted_pooling={config.weighted_pooling}")
+        for k in range(config.num_tables):
+            kind = config.table_kind(k)
+            if kind == "qr":
+                found.add(f"qr={config.qr_operation}")
+            elif kind == "quantized":
+                found.add(f"quantized={config.quantize_bits}")
+            elif kind == "md":
+                found.add("md")
+        if config.index_dtype != "int64":
+            found.add(f"index_dtype={config.index_dtype}")
+        if any((batch.bag_lengths(k) == 0).any() for batch in self.batches
+               for k in range(config.num_tables)):
+            found.add("empty_bags")
+        if 0.0 < config.loss_threshold < 1.0:
+            found.add("clamp")
+        return sorted(found)
+
     def describe(self) -> str:
         """A one-line summary for logs: never raw tensors."""
         shapes = ", ".join(

@@ -20,15 +20,16 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from fuzz.cache import ArtifactCache
-from fuzz.execute import Failure, TargetResult, execute
+from fuzz.execute import execute
 from fuzz.pipeline import STAGE_LOG_ENV
 from fuzz.sample import Sample
 from fuzz.targets import Target
+from oracles.results import Failure, Stage, TargetResult
 
-__all__ = ["WorkerPool", "HarnessError", "STDERR_TAIL_BYTES"]
+__all__ = ["WorkerPool", "HarnessError", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
 
 STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
@@ -39,9 +40,39 @@ class HarnessError(RuntimeError):
     """A bug of ours inside a worker (not a failure of the toolchain under test)."""
 
 
+class Job(Protocol):
+    """Work for a worker: picklable, names its target (for a lost worker's
+    CRASH / TIMEOUT result) and runs with the worker's stage hook and cache."""
+
+    @property
+    def target_name(self) -> str: ...
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ExecuteJob:
+    """Compile a sample on a target and run every batch: a ``TargetResult``."""
+
+    target: Target
+    sample: Sample
+
+    @property
+    def target_name(self) -> str:
+        return self.target.name
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> TargetResult:
+        return execute(self.target, self.sample, on_stage, cache)
+
+
 def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
                  preload: bool, cache_dir: str | None, cache_mb: int) -> None:
     """Worker loop: receive (job id, target, sample), send back a TargetResult."""
+    # Ctrl-C in a terminal reaches the whole process group: the campaign
+    # process decides how to stop and reaps us; a worker must not die of it
+    # mid-job (its death would be taken for a CRASH of the toolchain).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 2)
     os.environ[STAGE_LOG_ENV] = stderr_path + ".stage"
@@ -74,13 +105,13 @@ def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
             return
         if message is None:
             return
-        job_id, target, sample = message
+        job_id, job = message
         os.ftruncate(2, 0)
         os.lseek(2, 0, os.SEEK_SET)
         Path(stderr_path + ".stage").unlink(missing_ok=True)
         on_stage("start")
         try:
-            result = execute(target, sample, on_stage, cache)
+            result = job(on_stage, cache)
         except MemoryError:
             # The address-space cap was hit in Python code: report it like a
             # native allocation failure and let the parent replace us.
@@ -119,9 +150,16 @@ class WorkerPool:
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
         self._serial = 0
         self.replaced = 0
-        self._workers: list[_Worker] = [self._start() for _ in range(size)]
-        for worker in self._workers:
-            self._await_ready(worker)
+        self._workers: list[_Worker] = []
+        try:
+            for _ in range(size):
+                self._workers.append(self._start())
+            for worker in self._workers:
+                self._await_ready(worker)
+        except BaseException:  # a stop signal or a failed start: no orphan workers
+            for worker in self._workers:
+                _kill(worker.process)
+            raise
 
     # -- lifecycle ---------------------------------------------------------
     def _start(self) -> _Worker:
@@ -157,7 +195,13 @@ class WorkerPool:
         self._await_ready(new)
 
     def close(self) -> None:
+        """Stop every worker: idle ones are asked to exit, busy ones (a compile
+        that may run for minutes, abandoned by an interrupted campaign) are
+        killed at once; all are reaped, so no process outlives the pool."""
         for worker in self._workers:
+            if worker.job is not None:
+                _kill(worker.process)
+                continue
             try:
                 worker.conn.send(None)
             except (BrokenPipeError, OSError):
@@ -174,23 +218,25 @@ class WorkerPool:
         self.close()
 
     # -- running -----------------------------------------------------------
-    def run(self, jobs: Sequence[tuple[Target, Sample]]) -> list[TargetResult]:
-        results: list[TargetResult | None] = [None] * len(jobs)
-        pending = list(range(len(jobs)))
+    def run(self, jobs: Sequence[Job | tuple[Target, Sample]]) -> list[Any]:
+        """Run ``jobs`` concurrently; one answer per job, in order. A ``(target,
+        sample)`` pair is an ``ExecuteJob``. A job whose worker dies or hangs
+        answers a ``TargetResult`` carrying the CRASH / TIMEOUT failure."""
+        work: list[Job] = [ExecuteJob(*job) if isinstance(job, tuple) else job for job in jobs]
+        results: list[Any] = [None] * len(work)
+        pending = list(range(len(work)))
         pending.reverse()
         while pending or any(w.job is not None for w in self._workers):
             for worker in self._workers:
                 if worker.job is None and pending:
                     job = pending.pop()
-                    target, sample = jobs[job]
                     worker.job = job
                     worker.deadline = time.monotonic() + self.timeout_s
-                    worker.conn.send((job, target, sample))
-            self._collect(jobs, results)
-        return [r for r in results if r is not None]
+                    worker.conn.send((job, work[job]))
+            self._collect(work, results)
+        return results
 
-    def _collect(self, jobs: Sequence[tuple[Target, Sample]],
-                 results: list[TargetResult | None]) -> None:
+    def _collect(self, jobs: Sequence[Job], results: list[Any]) -> None:
         busy = [i for i, w in enumerate(self._workers) if w.job is not None]
         wait_for = min(self._workers[i].deadline for i in busy) - time.monotonic()
         handles: list[Any] = []
@@ -201,7 +247,7 @@ class WorkerPool:
             worker = self._workers[i]
             job = worker.job
             assert job is not None
-            target_name = jobs[job][0].name
+            target_name = jobs[job].target_name
             if worker.conn.poll():
                 try:
                     kind, _, payload = worker.conn.recv()
@@ -223,7 +269,7 @@ class WorkerPool:
             self._replace(i)
 
     def _lost_worker_result(self, worker: _Worker, target: str, kind: str) -> TargetResult:
-        stage = worker.stage.value.decode() or "start"
+        stage = Stage.parse(worker.stage.value.decode() or Stage.START.value)
         if kind == "timeout":
             _kill(worker.process)
             failure = Failure(stage, "Timeout", f"no answer within {self.timeout_s:g}s "
@@ -240,7 +286,8 @@ class WorkerPool:
             name = signal.Signals(sig).name if sig else f"exit code {code}"
             failure = Failure(stage, name, f"worker died ({name}) in stage {stage}",
                               signal=sig, exit_code=code, stderr_tail=_tail(worker.stderr_path))
-        return TargetResult(target=target, outputs=[], failure=failure, stage_reached=stage)
+        return TargetResult(target=target, outputs=[], failure=failure,
+                            stage_reached=stage)
 
 
 def _kill(process: Any) -> None:

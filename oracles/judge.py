@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fuzz.execute import TargetResult
 from oracles.classify import classify
 from oracles.compare import Tolerance, compare
+from oracles.results import Stage, TargetResult
 from oracles.verdict import Outcome, Verdict
 
 __all__ = ["judge", "ReferenceFailed"]
@@ -39,6 +39,6 @@ def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
         comparison = compare(ref64, eager32, got, tolerance)
         if not comparison.ok:
             numbers = dict(comparison.numbers, batch=b)
-            return Outcome(result.target, Verdict.MISMATCH, "run", comparison.reason, "", None,
+            return Outcome(result.target, Verdict.MISMATCH, Stage.RUN, comparison.reason, "", None,
                            numbers, dict(result.timings))
-    return Outcome(result.target, Verdict.PASS, "run", timings=dict(result.timings))
+    return Outcome(result.target, Verdict.PASS, Stage.RUN, timings=dict(result.timings))

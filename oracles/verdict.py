@@ -14,6 +14,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from oracles.results import Stage
+
 __all__ = ["Verdict", "Outcome"]
 
 
@@ -40,7 +42,7 @@ class Outcome:
 
     target: str
     verdict: Verdict
-    stage: str
+    stage: Stage
     error: str = ""
     detail: str = ""
     op: str | None = None
@@ -51,7 +53,7 @@ class Outcome:
         return {
             "target": self.target,
             "verdict": self.verdict.value,
-            "stage": self.stage,
+            "stage": Stage.parse(str(self.stage)).value,
             "error": self.error,
             "op": self.op,
             "numbers": self.numbers,

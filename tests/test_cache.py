@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cache import ArtifactCache, CachedFailure, cache_key
+from fuzz.cache import ArtifactCache, cache_key
+from oracles.results import Failure, Stage
 
 
 def test_round_trip_of_each_kind(tmp_path: Path) -> None:
     cache = ArtifactCache(tmp_path)
-    failure = CachedFailure("import", "TorchMlirCompilerError", "error: x", program="module {}")
+    failure = Failure(Stage.IMPORT, "TorchMlirCompilerError", "error: x", program="module {}")
     for key, value in (("a" * 64, "module {}"), ("b" * 64, b"\x00vmfb"), ("c" * 64, failure)):
         assert cache.get(key) is None
         cache.put(key, value)

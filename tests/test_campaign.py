@@ -14,7 +14,8 @@ from fuzz.campaign import CampaignOptions, run_campaign
 def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> None:
     options = CampaignOptions(budget_s=300, seed=1, corpus_dir=tmp_path / "corpus",
                               targets=("fake-segfault", "fake-ok", "fake-hang", "fake-oom"),
-                              workers=2, timeout_s=12, memory_mb=3072, max_samples=2)
+                              workers=2, timeout_s=12, memory_mb=3072, max_samples=2,
+                              shrink=False)
     report = run_campaign(options)
     assert report.samples == 2
     assert report.outcomes[("fake-ok", "PASS")] == 2

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuzz.execute import Failure, TargetResult
-from oracles import (Outcome, Tolerance, Verdict, blamed_op, classify, compare,
-                     first_error_line, judge, normalize_error, signature)
-from tests.helpers import tiny_config, tiny_sample
+from oracles import (Failure, Observation, Outcome, Stage, TargetResult, Tolerance, Verdict,
+                     blame, blamed_op, bucket_for, classify, compare, first_error_line, judge,
+                     normalize_error, signature_key)
 
 INVALID_IR = ("""loc(callsite("/venv/torch/nn/modules/sparse.py":461:0 at "/work/x.py":14:0)): error: 'arith.select' op failed to verify that all of {true_value, false_value, result} have same type
 Lowering Torch Backend IR -> Linalg-on-Tensors Backend IR failed with the following diagnostics:
@@ -94,27 +93,82 @@ def test_normalize_error_removes_sample_accidents() -> None:
     assert a == b
 
 
+def _lowering_outcome(message: str, target: str = "iree-cpu") -> Outcome:
+    verdict, line, op = classify(Failure(Stage.IMPORT, "E", message))
+    return Outcome(target, verdict, Stage.IMPORT, line, "", op)
+
+
 def test_signature_same_bug_across_configs_different_across_ops() -> None:
-    def outcome(message: str) -> Outcome:
-        verdict, line, op = classify(Failure("import", "E", message))
-        return Outcome("iree-cpu", verdict, "import", line, "", op)
-
-    small = tiny_sample(tiny_config(index_dtype="int32"))
-    other = tiny_sample(tiny_config(index_dtype="int32", ln_emb=(5, 6, 7)), seed=3)
     owner = "torch-mlir:linalg-on-tensors"
-    assert signature(outcome(INVALID_IR), small, owner) == signature(
-        outcome(INVALID_IR.replace("461:0", "12:3")), other, owner)
-    assert signature(outcome(INVALID_IR), small, owner) != signature(outcome(UNSUPPORTED), small, owner)
-    assert signature(outcome(INVALID_IR), small, owner).startswith("lowering_invalid_ir-")
+    key = signature_key(_lowering_outcome(INVALID_IR), owner)
+    assert key == signature_key(_lowering_outcome(INVALID_IR.replace("461:0", "12:3")), owner)
+    assert key != signature_key(_lowering_outcome(UNSUPPORTED), owner)
+    assert key != signature_key(_lowering_outcome(INVALID_IR), "torch-mlir:tosa")
+    assert bucket_for(Verdict.LOWERING_INVALID_IR, key).startswith("lowering_invalid_ir-")
 
 
-def test_signature_of_mismatch_follows_code_path_features() -> None:
-    mismatch = Outcome("iree-cpu", Verdict.MISMATCH, "run", "off")
-    pooled = tiny_sample(tiny_config(weighted_pooling="fixed"))
-    plain = tiny_sample(tiny_config())
-    pooled_again = tiny_sample(tiny_config(weighted_pooling="fixed", ln_emb=(3, 3, 3)), seed=1)
-    assert signature(mismatch, pooled, "iree-cpu") == signature(mismatch, pooled_again, "iree-cpu")
-    assert signature(mismatch, pooled, "iree-cpu") != signature(mismatch, plain, "iree-cpu")
+def test_signature_of_mismatch_keys_on_owner_and_culprit() -> None:
+    mismatch = Outcome("iree-cpu", Verdict.MISMATCH, Stage.RUN, "off")
+    culprit = "op:aten.embedding_bag.padding_idx[per_sample_weights]"
+    assert signature_key(mismatch, "torch-mlir:linalg-on-tensors", culprit) == \
+        "MISMATCH|torch-mlir:linalg-on-tensors|" + culprit
+    assert signature_key(mismatch, "iree:llvm-cpu", culprit) != \
+        signature_key(mismatch, "torch-mlir:linalg-on-tensors", culprit)
+    with pytest.raises(ValueError, match="culprit"):
+        signature_key(mismatch, "iree:llvm-cpu")
+
+
+LINALG = "torch-mlir:linalg-on-tensors"
+
+
+def _mismatch(target: str, owner: str, culprit: str, cluster: int = 0,
+              lowering: str = LINALG) -> Observation:
+    return Observation(Outcome(target, Verdict.MISMATCH, Stage.RUN, "off"), owner, lowering,
+                       culprit, cluster)
+
+
+def test_blame_wrong_answer_on_two_backends_is_the_lowerings() -> None:
+    culprit = "op:aten.embedding_bag.padding_idx[per_sample_weights]"
+    blamed = blame([_mismatch("refbackend", "torch-mlir:refbackend", culprit),
+                    _mismatch("iree-cpu", "iree:llvm-cpu", culprit),
+                    _mismatch("iree-cpu-dyn", "iree:llvm-cpu", culprit),
+                    _mismatch("iree-torch", "iree:llvm-cpu(torch input)", culprit)])
+    assert {b.owner for b in blamed} == {LINALG}
+    assert len({b.bucket for b in blamed}) == 1
+
+
+def test_blame_wrong_answer_on_one_backend_is_that_backends() -> None:
+    blamed = blame([_mismatch("iree-vulkan", "iree:vulkan-spirv", "op:aten.bmm.default"),
+                    _mismatch("iree-vulkan-dyn", "iree:vulkan-spirv", "op:aten.bmm.default")])
+    assert {b.owner for b in blamed} == {"iree:vulkan-spirv"}
+    assert len({b.bucket for b in blamed}) == 1
+
+
+def test_blame_never_merges_different_bugs() -> None:
+    pooled = "op:aten.embedding_bag.padding_idx[per_sample_weights]"
+    blamed = blame([
+        _mismatch("refbackend", "torch-mlir:refbackend", pooled, cluster=0),
+        _mismatch("iree-cpu", "iree:llvm-cpu", pooled, cluster=0),
+        # other wrong numbers on Vulkan: another bug, even with the same culprit op
+        _mismatch("iree-vulkan", "iree:vulkan-spirv", pooled, cluster=1),
+        _mismatch("iree-vmvx", "iree:vmvx", "op:aten.bmm.default", cluster=2),
+    ])
+    assert [b.owner for b in blamed] == [LINALG, LINALG, "iree:vulkan-spirv", "iree:vmvx"]
+    assert len({b.bucket for b in blamed}) == 3
+
+
+def test_blame_torch_input_failing_like_the_lowering_is_the_lowering() -> None:
+    lowering = Observation(_lowering_outcome(INVALID_IR), LINALG, LINALG)
+    compile_error = Outcome("iree-torch", Verdict.COMPILE_ERROR, Stage.COMPILE,
+                            first_error_line(INVALID_IR), "", "arith.select")
+    same = Observation(compile_error, "iree:llvm-cpu(torch input)", LINALG)
+    tosa = Observation(_lowering_outcome(UNSUPPORTED, "iree-tosa"), "torch-mlir:tosa",
+                       "torch-mlir:tosa")
+    first, second, third = blame([lowering, same, tosa])
+    assert first.bucket == second.bucket and second.verdict is Verdict.LOWERING_INVALID_IR
+    assert third.bucket != first.bucket
+    alone = blame([same])[0]  # without the linalg targets it is IREE's compile error
+    assert alone.owner == "iree:llvm-cpu(torch input)" and alone.verdict is Verdict.COMPILE_ERROR
 
 
 def test_judge_reports_first_bad_batch() -> None:

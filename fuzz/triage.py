@@ -1,0 +1,220 @@
+"""Triage of one sample: from every target's raw result to findings, one per
+bug, each with its bucket, owner, culprit and the targets it was seen on.
+
+Steps: judge each target against the eager references; cluster the wrong
+answers (targets on one lowering that computed the same wrong numbers); name
+each cluster's culprit (first divergent op, compiled with intermediates as
+outputs on one representative target; feature ablation when that fails);
+blame across targets (``oracles.blame``); group by bucket. This is the only
+place that turns results into bucket ids, so the campaign, replay and the
+shrinker's "same bucket" test cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from fuzz.cache import ArtifactCache
+from fuzz.pipeline import Timer
+from fuzz.sample import Sample
+from fuzz.targets import Target
+from fuzz.workers import WorkerPool
+from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
+                     blame, judge, same_wrong_answer)
+from oracles.signature import error_key, mismatch_key
+
+__all__ = ["Finding", "LocalizeJob", "Triage", "culprit_of", "PREFERRED_REPRESENTATIVES"]
+
+# Where to localize / shrink a bug seen on several targets: the cheapest first
+# (refbackend compiles in ~0.1 s, llvm-cpu in ~1 s, Vulkan is slower).
+PREFERRED_REPRESENTATIVES = ("refbackend", "iree-cpu", "iree-cpu-sync", "iree-vmvx")
+
+
+@dataclass(frozen=True)
+class LocalizeJob:
+    """Worker job: the first divergent op of a mismatching (target, sample)."""
+
+    target: Target
+    sample: Sample
+    batch: int
+    tolerance: Tolerance = Tolerance()
+
+    @property
+    def target_name(self) -> str:
+        return self.target.name
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
+        from fuzz.localize import first_divergent_op
+
+        return first_divergent_op(self.target, self.sample, self.batch, self.tolerance,
+                                  Timer(on_stage), cache)
+
+
+@dataclass
+class Finding:
+    """One bug in one sample: where it is filed and the evidence."""
+
+    bucket: str
+    key: str
+    verdict: Verdict
+    owner: str
+    target: str  # the representative: the stored case fails on it
+    outcome: Outcome
+    result: TargetResult
+    targets: tuple[str, ...]  # every target of this sample that showed it
+    culprit: str | None = None
+    localization: dict[str, Any] = field(default_factory=dict)
+    sample_index: int = 0
+    new: bool = False
+    path: Any = None
+
+
+def culprit_of(localization: Any) -> str | None:
+    culprit = getattr(localization, "culprit", None)
+    return f"op:{culprit}" if culprit else None
+
+
+def _order(names: Sequence[str]) -> list[str]:
+    rank = {name: i for i, name in enumerate(PREFERRED_REPRESENTATIVES)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+class Triage:
+    """Judges and files one sample's results; ``localize`` and ``ablate`` are
+    the expensive steps, run through the worker pool."""
+
+    def __init__(self, pool: WorkerPool, tolerance: Tolerance,
+                 ablate_budget_s: float = 60.0) -> None:
+        self.pool = pool
+        self.tolerance = tolerance
+        self.ablate_budget_s = ablate_budget_s
+        self._ablated: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._localization_records: dict[int, dict[str, Any]] = {}
+        self.localizations = 0
+        self.ablations = 0
+
+    # -- outcomes ------------------------------------------------------------
+    def outcomes(self, results: dict[str, TargetResult], reference: TargetResult,
+                 eager: TargetResult) -> dict[str, Outcome]:
+        """Every target's verdict; raises ReferenceFailed if eager itself failed."""
+        return {name: judge(result, reference, eager, self.tolerance)
+                for name, result in results.items()}
+
+    def findings(self, sample: Sample, targets: dict[str, Target],
+                 results: dict[str, TargetResult], outcomes: dict[str, Outcome]) -> list[Finding]:
+        failing = [name for name in targets if outcomes[name].verdict is not Verdict.PASS]
+        clusters = self._clusters(failing, targets, results, outcomes)
+        culprits = self._culprits(sample, targets, outcomes, clusters)
+        observations = [Observation(outcomes[name], targets[name].owner(outcomes[name].stage),
+                                    targets[name].lowering_owner,
+                                    culprits.get(clusters.get(name, -1)), clusters.get(name, 0))
+                        for name in failing]
+        grouped: dict[str, list[tuple[str, Any]]] = {}
+        for name, blamed in zip(failing, blame(observations)):
+            grouped.setdefault(blamed.bucket, []).append((name, blamed))
+        found = []
+        for bucket, members in grouped.items():
+            names = [name for name, _ in members]
+            blamed = members[0][1]
+            own = [n for n, b in members if targets[n].owner(outcomes[n].stage) == b.owner]
+            rep = _order(own or names)[0]
+            cluster = clusters.get(rep)
+            found.append(Finding(bucket, blamed.key, blamed.verdict, blamed.owner, rep,
+                                 outcomes[rep], results[rep], tuple(sorted(names)),
+                                 culprits.get(cluster if cluster is not None else -1),
+                                 self._localization_records.get(cluster if cluster is not None
+                                                                else -1, {})))
+        return found
+
+    def _clusters(self, failing: list[str], targets: dict[str, Target],
+                  results: dict[str, TargetResult], outcomes: dict[str, Outcome]) -> dict[str, int]:
+        """Mismatching targets on one lowering with the same wrong numbers share a cluster."""
+        clusters: dict[str, int] = {}
+        heads: list[str] = []
+        for name in failing:
+            if outcomes[name].verdict is not Verdict.MISMATCH:
+                continue
+            for i, head in enumerate(heads):
+                if targets[head].lowering_owner == targets[name].lowering_owner and \
+                        same_wrong_answer(results[head].outputs, results[name].outputs):
+                    clusters[name] = i
+                    break
+            else:
+                clusters[name] = len(heads)
+                heads.append(name)
+        return clusters
+
+    def _culprits(self, sample: Sample, targets: dict[str, Target],
+                  outcomes: dict[str, Outcome], clusters: dict[str, int]) -> dict[int, str]:
+        """Localize each cluster once, on its cheapest member, in parallel."""
+        self._localization_records = {}
+        reps: dict[int, str] = {}
+        for cluster in sorted(set(clusters.values())):
+            reps[cluster] = _order([n for n, c in clusters.items() if c == cluster])[0]
+        jobs = [LocalizeJob(targets[rep], sample, int(outcomes[rep].numbers.get("batch", 0)),
+                            self.tolerance) for rep in reps.values()]
+        answers = self.pool.run(jobs) if jobs else []
+        self.localizations += len(jobs)
+        culprits: dict[int, str] = {}
+        for (cluster, rep), answer in zip(reps.items(), answers):
+            record = answer.to_dict() if hasattr(answer, "to_dict") and \
+                not isinstance(answer, TargetResult) else {"method": "none",
+                                                          "note": "localization job failed"}
+            record["target"] = rep
+            culprit = culprit_of(answer)
+            if culprit is None:
+                culprit = self._ablated_culprit(targets[rep], sample)
+                record["fallback"] = culprit
+            self._localization_records[cluster] = record
+            culprits[cluster] = culprit
+        return culprits
+
+    def _ablated_culprit(self, target: Target, sample: Sample) -> str:
+        """Feature ablation on ``target``: the minimal feature set that still
+        mismatches (memoized per target and feature set: it costs many runs)."""
+        memo = (target.name, tuple(sample.features()))
+        if memo in self._ablated:
+            return self._ablated[memo]
+        from fuzz.ablate import ablate
+
+        def still_mismatches(candidate: Sample) -> bool:
+            return self.solo_verdict(target, candidate)[0] is Verdict.MISMATCH
+
+        self.ablations += 1
+        ablation = ablate(sample, still_mismatches, self.ablate_budget_s)
+        culprit = "features:" + (",".join(ablation.minimal) or "none")
+        self._ablated[memo] = culprit
+        return culprit
+
+    # -- one target alone (shrinking, replay) ----------------------------------
+    def solo_verdict(self, target: Target, sample: Sample) -> tuple[Verdict, Outcome | None,
+                                                                     TargetResult | None]:
+        """Run ``sample`` on ``target`` with the references; PASS when the
+        references themselves reject it (such a candidate is not a bug)."""
+        from fuzz.targets import EAGER, REFERENCE, resolve_targets
+
+        reference, eager = resolve_targets([REFERENCE, EAGER])
+        ref, eag, got = self.pool.run([(reference, sample), (eager, sample), (target, sample)])
+        try:
+            outcome = judge(got, ref, eag, self.tolerance)
+        except ReferenceFailed:
+            return Verdict.PASS, None, None
+        return outcome.verdict, outcome, got
+
+    def solo_key(self, target: Target, sample: Sample, culprit_method: str | None) -> str | None:
+        """The key ``target`` alone gives ``sample`` (no cross-target blame): what
+        shrinking holds fixed. None when it passes. ``culprit_method`` ("op" or
+        "features") says how a mismatch's culprit is recomputed."""
+        verdict, outcome, _ = self.solo_verdict(target, sample)
+        if outcome is None or verdict is Verdict.PASS:
+            return None
+        if verdict is not Verdict.MISMATCH:
+            return error_key(verdict, target.owner(outcome.stage), outcome.op, outcome.error)
+        if culprit_method == "op":
+            (answer,) = self.pool.run([LocalizeJob(target, sample,
+                                                   int(outcome.numbers.get("batch", 0)),
+                                                   self.tolerance)])
+            return mismatch_key(target.name, culprit_of(answer) or "unlocalized")
+        return mismatch_key(target.name, "mismatch")
+

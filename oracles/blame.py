@@ -1,0 +1,97 @@
+"""Blame across targets: which component a failure belongs to, decided from
+every target's outcome for the same sample, so that one bug seen on many
+targets is one bucket, and bugs of different components never share one.
+
+The rules (pure functions over what the engine observed; no engine imports):
+
+- An error belongs to the owner of the stage that failed (``Observation.owner``:
+  ``torch.export``, ``torch-mlir:<output type>``, an IREE backend).
+  One exception: a target whose compiler runs a shared lowering inside itself
+  (IREE's torch input runs torch-mlir's TorchToLinalg) and fails with the same
+  op and normalized error line as that lowering failed with, in the same
+  sample, is the same bug: it joins the lowering's verdict and owner.
+- A wrong answer shared by targets with different backends that consumed the
+  same lowering (same ``lowering_owner``), with the same culprit and the same
+  wrong numbers, is the lowering's (``torch-mlir:linalg-on-tensors`` when
+  refbackend and IREE agree). A wrong answer on one backend only is that
+  backend's. Different wrong numbers are different bugs, even on one lowering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from oracles.normalize import normalize_error
+from oracles.results import Stage
+from oracles.signature import bucket_for, error_key, mismatch_key
+from oracles.verdict import Outcome, Verdict
+
+__all__ = ["Observation", "Blamed", "blame", "same_wrong_answer"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One target's failing outcome for a sample, with the facts blame needs."""
+
+    outcome: Outcome
+    owner: str  # who owns the failing stage when this target is seen alone
+    lowering_owner: str  # who lowered the program this target's backend consumed
+    culprit: str | None = None  # MISMATCH only: what localization named
+    cluster: int = 0  # MISMATCH only: targets with the same wrong numbers share it
+
+
+@dataclass(frozen=True)
+class Blamed:
+    """Where an observation is filed: the verdict and owner of its bug, its key and bucket."""
+
+    target: str
+    verdict: Verdict
+    owner: str
+    key: str
+    bucket: str
+
+
+def same_wrong_answer(a: list[np.ndarray | None], b: list[np.ndarray | None],
+                      rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """Two targets' outputs agree on every batch both produced: the same wrong
+    answer, i.e. (for blame) the same bug computed twice."""
+    compared = False
+    for x, y in zip(a, b):
+        if x is None or y is None:
+            continue
+        if x.shape != y.shape or not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
+            return False
+        compared = True
+    return compared
+
+
+def blame(observations: list[Observation]) -> list[Blamed]:
+    """One ``Blamed`` per observation, in order."""
+    lowering_errors = {
+        (o.owner, o.outcome.op, normalize_error(o.outcome.error)): o
+        for o in observations if o.outcome.stage == Stage.IMPORT
+        and o.outcome.verdict is not Verdict.MISMATCH
+    }
+    backends_per_cluster: dict[tuple[str, str | None, int], set[str]] = {}
+    for o in observations:
+        if o.outcome.verdict is Verdict.MISMATCH:
+            backends_per_cluster.setdefault((o.lowering_owner, o.culprit, o.cluster),
+                                            set()).add(o.owner)
+    blamed = []
+    for o in observations:
+        verdict, owner = o.outcome.verdict, o.owner
+        if verdict is Verdict.MISMATCH:
+            if len(backends_per_cluster[(o.lowering_owner, o.culprit, o.cluster)]) > 1:
+                owner = o.lowering_owner
+            key = mismatch_key(owner, o.culprit or "unlocalized")
+        else:
+            shared = lowering_errors.get(
+                (o.lowering_owner, o.outcome.op, normalize_error(o.outcome.error)))
+            if shared is not None and o.outcome.stage != Stage.IMPORT \
+                    and o.lowering_owner != o.owner:
+                verdict, owner = shared.outcome.verdict, shared.owner
+            key = error_key(verdict, owner, o.outcome.op, o.outcome.error)
+        blamed.append(Blamed(o.outcome.target, verdict, owner, key, bucket_for(verdict, key)))
+    return blamed
