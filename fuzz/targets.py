@@ -8,7 +8,8 @@ twin are targets like any other. Every compiled target exists in a static
 form (shapes of the first batch baked in) and a ``-dyn`` form (batch size and
 per-table index counts symbolic), since both code paths need testing.
 ``fake-*`` targets misbehave on purpose (segfault, abort, hang, memory
-blow-up) and exist only to test the engine's own crash and timeout handling.
+blow-up) and exist only to test the engine's own crash and timeout handling;
+``fake-wrong-*`` answer wrong on one known op, to test localization.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fuzz.pipeline import StageFailure, Timer
 from fuzz.versions import tool_versions
 
 __all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarget", "RefBackendTarget",
-           "FakeTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
+           "FakeTarget", "FakeWrongOpTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
            "resolve_targets", "available_targets", "REFERENCE", "EAGER"]
 
 
@@ -61,6 +62,20 @@ class Target:
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
+                       timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Compile any exportable module the way ``compile`` compiles the model
+        (same export, lowering, flags and device), for ``run`` to call on flat
+        inputs; ``run`` then returns every output. It lets ``fuzz.localize``
+        compile the model with its intermediates as extra outputs. Targets that
+        cannot (eager, the crash fakes) keep this default."""
+        raise NotImplementedError(f"target={self.name!r} does not compile arbitrary modules")
+
+    @property
+    def compiles_modules(self) -> bool:
+        """Whether ``compile_module`` is implemented (localization needs it)."""
+        return type(self).compile_module is not Target.compile_module
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         """Intermediate programs worth keeping with a finding (file name -> text)."""
@@ -143,8 +158,7 @@ class CompiledTarget(Target):
             inputs = tracing_example(config) if self.dynamic else example
             args = to_torch(inputs, config.num_tables)
             spec = dynamic_shapes(config) if self.dynamic else None
-            exported = timer.measure("export", lambda: pipeline.export(model, args, spec))
-            return timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
+            return self.lower_module(model, args, spec, timer)
 
         shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
         key = cache_key("program", config.to_dict(), seed, shapes, self.output_type,
@@ -160,6 +174,22 @@ class CompiledTarget(Target):
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         raise NotImplementedError
+
+    def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
+                     timer: Timer) -> str:
+        """torch.export then torch-mlir to ``output_type``: the one path every
+        program of this target takes to MLIR (the model's own, via ``lowered``)."""
+        from fuzz import pipeline
+
+        exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
+        return timer.measure("import", lambda: pipeline.lower(exported, self.output_type))
+
+    def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
+                       timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Not cached by module (a module has no stable key); the backend
+        compile below is, by the program text."""
+        return self.compile_program(self.lower_module(module, example_args, dynamic_shapes, timer),
+                                    timer, cache)
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         return timer.measure("run", lambda: artifact.module(inputs))
@@ -310,6 +340,66 @@ class FakeTarget(Target):
         return _HEALTHY.run(artifact, inputs, timer)
 
 
+@dataclass(frozen=True)
+class FakeWrongOpTarget(Target):
+    """FAKE, for engine tests only: a "compiler" with one known wrong lowering.
+
+    It runs the exported ATen graph eagerly (torch.fx Interpreter) and adds 0.5
+    to every element of each output of ``op`` (its first output, for ops with
+    several). Every element, not one: a single corrupted element can be
+    discarded downstream (the interaction drops the diagonal of ``bmm``), and
+    then the fake would not be wrong at all. Localization must name ``op``.
+    """
+
+    op: str = "aten.relu.default"
+    dynamic: bool = False
+
+    @property
+    def any_shape(self) -> bool:
+        return self.dynamic
+
+    def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
+                timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+
+        model = timer.measure("build", lambda: build(config, seed))
+        inputs = tracing_example(config) if self.dynamic else example
+        spec = dynamic_shapes(config) if self.dynamic else None
+        return self.compile_module(model, to_torch(inputs, config.num_tables), spec, timer, cache)
+
+    def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
+                       timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        from fuzz import pipeline
+
+        exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
+        return timer.measure("compile", exported.module)
+
+    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        return timer.measure("run", lambda: _run_corrupting(artifact, inputs, self.op))
+
+
+def _run_corrupting(graph_module: Any, inputs: Sequence[np.ndarray], op: str) -> list[np.ndarray]:
+    """Interpret ``graph_module`` on flat inputs, corrupting the outputs of ``op``;
+    returns its flat outputs as numpy arrays."""
+    import torch
+    import torch.fx
+
+    def corrupt(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return (corrupt(value[0]), *value[1:])
+        return value + 0.5
+
+    class Corrupting(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            value = super().run_node(n)
+            return corrupt(value) if n.op == "call_function" and str(n.target) == op else value
+
+    args = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
+    with torch.no_grad():
+        outputs = Corrupting(graph_module).run(*args)
+    return [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(outputs)]
+
+
 _HEALTHY = EagerTarget("eager", "what a healthy fake target answers")
 
 
@@ -348,8 +438,12 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 
 # Engine-test targets: never in a default run, only when named.
 FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
-    FakeTarget(f"fake-{b}", f"FAKE target for engine tests: {b}", behaviour=b)
-    for b in ("segfault", "abort", "hang", "oom", "raise", "ok")
+    *(FakeTarget(f"fake-{b}", f"FAKE target for engine tests: {b}", behaviour=b)
+      for b in ("segfault", "abort", "hang", "oom", "raise", "ok")),
+    *(FakeWrongOpTarget(f"fake-wrong-{short}", f"FAKE target for engine tests: eager, but "
+                        f"{op} answers +0.5 (localization must name it)", op=op)
+      for short, op in (("bmm", "aten.bmm.default"), ("relu", "aten.relu.default"),
+                        ("embedding-bag", "aten.embedding_bag.padding_idx"))),
 )}
 
 REFERENCE = "eager-f64"

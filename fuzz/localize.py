@@ -1,0 +1,301 @@
+"""Localize a numeric MISMATCH to the first divergent ATen op.
+
+A MISMATCH says the compiled model's answer is wrong, not which lowering made
+it wrong. This module exports the model the way the target does, adds every
+floating-point intermediate of the ATen graph as an extra output, compiles and
+runs that program through the target's own code path (same export, lowering,
+flags, device), and compares each intermediate with the same graph evaluated
+eagerly in float64 (with eager float32 for the tolerance slack, exactly as
+``oracles.compare`` judges final outputs). Walking the graph in topological
+order, the first op whose compiled value is out of tolerance is the culprit,
+named by its overload plus the arguments that select its lowering, e.g.
+``aten.embedding_bag.padding_idx[per_sample_weights]``: one bug reached from
+different configs gets one name, different ops get different names. Exposing
+intermediates changes the program (fusion, buffer reuse), so a bug can vanish
+under observation; that is reported, never hidden. It runs inside a worker
+process; toolchain failures become a ``Localization`` with a note, only bugs
+of ours raise.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from fuzz.cache import ArtifactCache
+from fuzz.pipeline import StageFailure, Timer
+from fuzz.sample import Sample
+from fuzz.targets import Target
+from oracles.compare import Comparison, Tolerance, compare
+
+__all__ = ["Localization", "first_divergent_op", "culprit_name", "InvalidLocalizeArgument"]
+
+# Integer arguments that pick a code path (an enum in disguise), as opposed
+# to dims, sizes and row numbers, which vary with the sample and never name a bug.
+_ENUM_INTS = frozenset({"mode", "reduction"})
+
+
+class InvalidLocalizeArgument(ValueError):
+    """A call of ``first_divergent_op`` that cannot mean anything (bad batch index)."""
+
+
+@dataclass(frozen=True)
+class Localization:
+    """Where a mismatch starts: ``culprit`` names the first divergent op (None
+    when not found; ``note`` then says why), ``method`` how it was found
+    ("intermediates" or "none"), ``details`` the evidence (node, errors, counts)."""
+
+    culprit: str | None
+    method: str
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Localization":
+        return cls(data.get("culprit"), str(data.get("method", "none")), str(data.get("note", "")),
+                   dict(data.get("details") or {}))
+
+
+def first_divergent_op(target: Target, sample: Sample, batch: int, tolerance: Tolerance = Tolerance(),
+                       timer: Timer | None = None, cache: ArtifactCache | None = None) -> Localization:
+    """The first ATen op of the model whose output, compiled by ``target`` and run
+    on ``sample.batches[batch]``, is out of ``tolerance`` of float64 eager."""
+    if not 0 <= batch < len(sample.batches):
+        raise InvalidLocalizeArgument(f"batch={batch}: sample has {len(sample.batches)} batches; "
+                                      f"pass 0..{len(sample.batches) - 1}")
+    if not target.compiles_modules:
+        return _not_found(f"target={target.name!r} cannot compile a module with extra outputs")
+    return _localize(target, sample, batch, tolerance, timer or Timer(), cache)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """One observed intermediate: graph node, output position, culprit name."""
+
+    node: str
+    position: int
+    culprit: str
+
+
+def _not_found(note: str, **details: Any) -> Localization:
+    return Localization(None, "none", note, details)
+
+
+def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, timer: Timer,
+              cache: ArtifactCache | None) -> Localization:
+    from fuzz import pipeline
+    from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+
+    config = sample.config
+    flat = sample.batches[batch].flat()
+    dynamic = bool(getattr(target, "dynamic", False))
+    export_args = to_torch(tracing_example(config) if dynamic else flat, config.num_tables)
+    spec = dynamic_shapes(config) if dynamic else None
+    try:
+        model = build(config, sample.seed)
+        exported = timer.measure("export", lambda: pipeline.export(model, export_args, spec))
+    except StageFailure as failure:
+        return _toolchain_failed("exporting the model", failure)
+    graph_module, probes, outputs = _instrument(exported.module())
+
+    reference = _reference(graph_module, to_torch(flat, config.num_tables), config)
+    if isinstance(reference, str):
+        return _not_found(reference)
+    ref64, eager32 = reference
+    try:
+        artifact = target.compile_module(graph_module, export_args, spec, timer, cache)
+        got = target.run(artifact, flat, timer)
+    except StageFailure as failure:
+        return _toolchain_failed("compiling the program with intermediates as outputs", failure)
+    if len(got) != len(ref64):
+        return _not_found(f"the instrumented program returned {len(got)} values, "
+                          f"expected {len(ref64)}")
+    return _judge(target, sample, batch, tolerance, timer, cache, probes, outputs,
+                  ref64, eager32, got)
+
+
+def _judge(target: Target, sample: Sample, batch: int, tolerance: Tolerance, timer: Timer,
+           cache: ArtifactCache | None, probes: list[_Probe], outputs: int,
+           ref64: list[np.ndarray], eager32: list[np.ndarray], got: list[np.ndarray]) -> Localization:
+    """Name the first probe out of tolerance, if the program still mismatches."""
+    first = _first_bad(probes, ref64, eager32, got, tolerance)
+    details: dict[str, Any] = {"intermediates": len(probes), "target": target.name, "batch": batch}
+    final_ok = all(compare(ref64[k], eager32[k], got[k], tolerance).ok for k in range(outputs))
+    if final_ok:
+        if first is not None:  # a divergence that does not reach the output: not the bug
+            details["harmless_divergence"] = first[0].culprit
+        baseline = _baseline_mismatches(target, sample, batch, tolerance, timer, cache)
+        if isinstance(baseline, str):
+            return _not_found(baseline, **details)
+        if baseline:
+            return _not_found("mismatch vanished when intermediates were exposed", **details)
+        return _not_found("no mismatch to localize: the target's own program matches", **details)
+    if first is None:  # only when an output is no op's result (an input passed through)
+        return _not_found("the output mismatches but no op's result does", **details)
+    probe, comparison, compared = first
+    details.update(node=probe.node, compared=compared, reason=comparison.reason,
+                   max_abs_error=comparison.numbers["max_abs_error"],
+                   max_rel_error=comparison.numbers["max_rel_error"])
+    return Localization(probe.culprit, "intermediates",
+                        f"first of {len(probes)} intermediates out of tolerance: {probe.node}",
+                        details)
+
+
+def _first_bad(probes: list[_Probe], ref64: list[np.ndarray], eager32: list[np.ndarray],
+               got: list[np.ndarray], tolerance: Tolerance) -> tuple[_Probe, Comparison, int] | None:
+    for count, probe in enumerate(probes, start=1):
+        k = probe.position
+        comparison = compare(ref64[k], eager32[k], np.asarray(got[k]), tolerance)
+        if not comparison.ok:
+            return probe, comparison, count
+    return None
+
+
+def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: Tolerance,
+                         timer: Timer, cache: ArtifactCache | None) -> bool | str:
+    """Whether the target's own program (no extra outputs) mismatches on this
+    batch, which tells "vanished under observation" from "nothing to
+    localize"; a string says why that could not be checked."""
+    import torch
+
+    from fuzz.model import build, build_reference, to_torch
+
+    config = sample.config
+    flat = sample.batches[batch].flat()
+    try:
+        artifact = target.compile(config, sample.seed, flat, timer, cache)
+        got = target.run(artifact, flat, timer)[0]
+    except StageFailure as failure:
+        return _toolchain_failed("re-checking the target's own program", failure).note
+    with torch.no_grad():
+        ref = build_reference(config, sample.seed)(*to_torch(flat, config.num_tables, torch.float64))
+        eager = build(config, sample.seed)(*to_torch(flat, config.num_tables))
+    return not compare(ref.numpy(), eager.numpy(), got, tolerance).ok
+
+
+def _toolchain_failed(doing: str, failure: StageFailure) -> Localization:
+    from oracles.classify import first_error_line  # here: oracles.classify imports the engine
+
+    line = first_error_line(failure.message)
+    return _not_found(f"{failure.stage} failed while {doing}: {failure.error_type}: {line}",
+                      stage=str(failure.stage), error_type=failure.error_type)
+
+
+def _instrument(graph_module: Any) -> tuple[Any, list[_Probe], int]:
+    """Make every floating-point intermediate an extra output of ``graph_module``
+    (from ``ExportedProgram.module()``, whose outputs are a flat tuple). Returns
+    the module, its probes in topological order, and the original output count."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    graph = graph_module.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    originals = tuple(output.args[0])
+    extra = [n for n in graph.nodes if _is_float_value(n) and n not in originals]
+    position = {n: k for k, n in enumerate((*originals, *extra)) if isinstance(n, torch.fx.Node)}
+    probes = [_Probe(n.name, position[n], culprit_name(n)) for n in graph.nodes if n in position
+              and _is_float_value(n)]
+    output.args = ((*originals, *extra),)
+    codegen = graph._codegen
+    codegen.pytree_info = codegen.pytree_info._replace(
+        out_spec=pytree.tree_structure(tuple(range(len(originals) + len(extra)))))
+    graph_module.recompile()
+    return graph_module, probes, len(originals)
+
+
+def _is_float_value(node: Any) -> bool:
+    import torch
+
+    value = node.meta.get("val")
+    return node.op == "call_function" and isinstance(value, torch.Tensor) \
+        and value.dtype.is_floating_point
+
+
+def culprit_name(node: Any) -> str:
+    """``aten.<op>.<overload>[switches]`` for the op that produced ``node`` (a
+    ``getitem`` names the multi-output op it reads). Switches are the
+    arguments that select a lowering: optional tensors that are present, bools
+    and strings away from their default, non-zero enum ints (``mode=1``);
+    never dims, sizes or values that vary with the sample."""
+    import operator
+
+    if node.target is operator.getitem:
+        node = node.args[0]
+    schema = getattr(node.target, "_schema", None)
+    name = str(node.target) if schema is not None else getattr(node.target, "__name__", str(node.target))
+    if schema is None:
+        return name
+    switches = [s for s in (_switch(arg, value) for arg, value in _bound(schema, node)) if s]
+    return f"{name}[{','.join(switches)}]" if switches else name
+
+
+def _bound(schema: Any, node: Any) -> list[tuple[Any, Any]]:
+    """(schema argument, value) for every argument the node passes."""
+    pairs = list(zip(schema.arguments, node.args))
+    pairs += [(arg, node.kwargs[arg.name]) for arg in schema.arguments[len(node.args):]
+              if arg.name in node.kwargs]
+    return pairs
+
+
+def _switch(arg: Any, value: Any) -> str:
+    import torch
+
+    kind = arg.type
+    default = arg.default_value if arg.has_default_value() else None
+    if isinstance(kind, torch.OptionalType):
+        if value is None:
+            return ""
+        inner = kind.getElementType()
+        if isinstance(inner, (torch.StringType, torch.BoolType)):
+            return _switch_value(arg.name, value, default)
+        return arg.name  # present: a code path; its value (a row, a bound) is data
+    if isinstance(kind, torch.BoolType):
+        return _switch_value(arg.name, bool(value), bool(default))
+    if isinstance(kind, torch.StringType):
+        return _switch_value(arg.name, value, default)
+    if isinstance(kind, torch.IntType) and arg.name in _ENUM_INTS and value:
+        return f"{arg.name}={value}"
+    return ""
+
+
+def _switch_value(name: str, value: Any, default: Any) -> str:
+    if value == default:
+        return ""
+    if value is True:
+        return name
+    return f"{name}={value}"
+
+
+def _reference(graph_module: Any, args: tuple[Any, ...],
+               config: Any) -> tuple[list[np.ndarray], list[np.ndarray]] | str:
+    """Every output of the instrumented graph evaluated eagerly in float64 (the
+    reference) and float32 (for the slack term), or why that is impossible
+    (quantized tables keep packed uint8 rows that have no float64 kernel)."""
+    import torch
+
+    dense, offsets, indices = args
+    try:
+        with torch.no_grad():
+            eager32 = _numpy(graph_module(dense, offsets, indices))
+            with warnings.catch_warnings():  # torch's own TreeSpec deprecation, on copy
+                warnings.simplefilter("ignore", FutureWarning)
+                twin = copy.deepcopy(graph_module).to(torch.float64)
+            ref64 = _numpy(twin(dense.to(torch.float64), offsets, indices))
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        if not any(config.table_kind(k) == "quantized" for k in range(config.num_tables)):
+            raise
+        return f"the float64 evaluation of the intermediates failed (quantized tables): {exc}"[:500]
+    if any(r.dtype != np.float64 for r in ref64):  # a quantized kernel answered in float32
+        return "no float64 reference for the intermediates (quantized tables answer in float32)"
+    return ref64, eager32
+
+
+def _numpy(values: Sequence[Any]) -> list[np.ndarray]:
+    return [v.detach().numpy() for v in values]
