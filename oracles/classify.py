@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from fuzz.execute import Failure
+from oracles.results import Failure
 from oracles.verdict import Verdict
 
 __all__ = ["classify", "first_error_line", "blamed_op"]
@@ -35,6 +35,15 @@ _BOILERPLATE = re.compile(
     r"^(python exception|for torch-mlir developers|\$ torch-mlir-opt|add '-mlir-print|"
     r"lowering .* failed with the following diagnostics)", re.I)
 
+# A Python warning printed while a stage ran lands in the captured stderr
+# ahead of the diagnostic: "<file>:105: FutureWarning: ..." and, indented on
+# the next line, the source line it points at. Neither names the fault.
+_WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
+
+# Long enough that a torch.operator's name attribute, after its operand list,
+# survives the cut (the bucket key and blamed op need it).
+MAX_LINE_CHARS = 1000
+
 _STAGE_VERDICT = {
     "build": Verdict.EXPORT_ERROR,
     "export": Verdict.EXPORT_ERROR,
@@ -44,15 +53,33 @@ _STAGE_VERDICT = {
 
 
 def first_error_line(message: str) -> str:
-    """The first line that carries meaning: an ``error:`` diagnostic if any."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    """The first line that carries meaning: an ``error:`` diagnostic if any,
+    else the first line that is neither boilerplate nor a Python warning."""
+    lines = _meaningful_lines(message)
     for line in lines:
         if "error:" in line:
-            return line[line.index("error:"):][:500]
+            return line[line.index("error:"):][:MAX_LINE_CHARS]
     for line in lines:
         if not _BOILERPLATE.match(line):
-            return line[:500]
-    return lines[0][:500] if lines else ""
+            return line[:MAX_LINE_CHARS]
+    return lines[0][:MAX_LINE_CHARS] if lines else ""
+
+
+def _meaningful_lines(message: str) -> list[str]:
+    """Non-blank stripped lines, less Python warnings and their source lines."""
+    kept: list[str] = []
+    after_warning = False
+    for raw in message.splitlines():
+        if _WARNING.match(raw):
+            after_warning = True
+            continue
+        if after_warning and raw[:1].isspace():
+            after_warning = False
+            continue
+        after_warning = False
+        if raw.strip():
+            kept.append(raw.strip())
+    return kept
 
 
 def blamed_op(line: str) -> str | None:
