@@ -24,10 +24,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fuzz.cache import ArtifactCache, CachedFailure, cache_key
+from fuzz.cache import ArtifactCache, cache_key
 from fuzz.config import DLRMConfig
 from fuzz.pipeline import StageFailure, Timer
 from fuzz.versions import tool_versions
+from oracles.results import Failure
 
 __all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarget", "RefBackendTarget",
            "FakeTarget", "FakeWrongOpTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
@@ -87,6 +88,12 @@ class Target:
         return self.name
 
     @property
+    def lowering_owner(self) -> str:
+        """Who lowered the program this target's backend consumed: targets
+        sharing it share the bugs of that lowering (see ``oracles.blame``)."""
+        return self.name
+
+    @property
     def program_group(self) -> str:
         """Targets in one group compile the same lowered program."""
         return self.name
@@ -138,7 +145,17 @@ class CompiledTarget(Target):
             return "torch.export"
         if stage == "import":
             return f"torch-mlir:{self.output_type}"
+        return self.backend_owner
+
+    @property
+    def backend_owner(self) -> str:
+        """The component behind the compile and run stages: one per backend
+        (static and dynamic forms, and drivers of one backend, share it)."""
         return self.name
+
+    @property
+    def lowering_owner(self) -> str:
+        return f"torch-mlir:{self.output_type}"
 
     def dynamic_variant(self) -> "CompiledTarget":
         return dataclasses.replace(self, name=f"{self.name}-dyn", dynamic=True,
@@ -205,17 +222,14 @@ def _through_cache(cache: ArtifactCache | None, key: str,
     if cache is None:
         return compute()
     cached = cache.get(key)
-    if isinstance(cached, CachedFailure):
-        failure = StageFailure(cached.stage, cached.error_type, cached.message)
-        failure.program = cached.program
-        raise failure
+    if isinstance(cached, Failure):
+        raise StageFailure.of(cached)
     if cached is not None:
         return cached
     try:
         value = compute()
     except StageFailure as failure:
-        cache.put(key, CachedFailure(failure.stage, failure.error_type, failure.message,
-                                     failure.program))
+        cache.put(key, failure.failure)
         raise
     cache.put(key, value)
     return value
@@ -234,6 +248,22 @@ class IreeTarget(CompiledTarget):
     backend: str = "llvm-cpu"
     driver: str = "local-task"
     flags: tuple[str, ...] = ()
+
+    @property
+    def backend_owner(self) -> str:
+        """``iree:<backend>``, naming the input type when it is not linalg: IREE
+        then runs its own input conversion, a component of its own."""
+        if self.output_type == "linalg-on-tensors":
+            return f"iree:{self.backend}"
+        return f"iree:{self.backend}({self.output_type} input)"
+
+    @property
+    def lowering_owner(self) -> str:
+        # IREE's torch input conversion runs torch-mlir's TorchToLinalg inside
+        # IREE: a fault of that lowering shows up here too, as the same error.
+        if self.output_type == "torch":
+            return "torch-mlir:linalg-on-tensors"
+        return f"torch-mlir:{self.output_type}"
 
     def availability(self) -> tuple[bool, str]:
         if self.backend not in _compiler_backends():
@@ -279,6 +309,10 @@ class RefBackendTarget(CompiledTarget):
     """... -> torch-mlir's own reference backend (refback passes, LLVM, MLIR
     ExecutionEngine): independent of IREE, so a wrong answer seen here and on
     IREE is torch-mlir's, and one seen only on IREE is IREE's."""
+
+    @property
+    def backend_owner(self) -> str:
+        return "torch-mlir:refbackend"
 
     def availability(self) -> tuple[bool, str]:
         from fuzz.refbackend import refbackend_available

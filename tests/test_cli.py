@@ -4,7 +4,6 @@ real failures of the pinned toolchain without touching existing entries."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,30 +67,33 @@ def test_targets_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_short_campaign_stores_real_failures(tmp_path: Path) -> None:
     store = tmp_path / "corpus"
     common = ("--budget", "120s", "--max-samples", "12", "--seed", "0", "--corpus", str(store),
-              "--workers", "2", "--targets", "iree-cpu,iree-cpu-dyn", "--cache", str(tmp_path / "cache"))
+              "--workers", "2", "--targets", "iree-cpu,iree-cpu-dyn", "--cache", str(tmp_path / "cache"),
+              "--no-shrink")
     done = _cli("run", *common)
     assert done.returncode == 0, done.stderr
     assert "campaign summary" in done.stdout
     entries, junk = corpus.load(store)
     assert junk == []
     assert entries, f"no failure found in 12 samples:\n{done.stdout}"
-    verdicts = {e.case["verdict"] for e in entries}
+    verdicts = {e.verdict.value for e in entries}
     assert verdicts & {"MISMATCH", "LOWERING_INVALID_IR", "LOWERING_UNSUPPORTED_OP"}
     for entry in entries:
-        assert entry.case["tool_versions"]["torch-mlir"] == "20261001"
-        assert entry.case["error"] and entry.case["target"] in ("iree-cpu", "iree-cpu-dyn")
-    snapshot = {e.bucket: (e.path / "case.json").read_text() for e in entries}
+        assert entry.tool_versions["torch-mlir"] == "20261001"
+        assert entry.target in ("iree-cpu", "iree-cpu-dyn")
+        assert set(entry.seen_on) <= {"iree-cpu", "iree-cpu-dyn"}
+        assert entry.error or entry.culprit
+    snapshot = {e.bucket: (e.path / "case.json").read_text() for e in entries if e.path}
 
     again = _cli("run", *common)
     assert again.returncode == 0, again.stderr
     assert "NEW" not in again.stdout  # same seed, same findings, all already stored
+    assert again.stdout.count("still-failing") == len(snapshot)  # the replay phase
     for bucket, text in snapshot.items():
         assert (store / bucket / "case.json").read_text() == text
 
     listing = _cli("corpus", str(store))
     assert listing.returncode == 0
     assert all(bucket[:20] in listing.stdout for bucket in snapshot)
-    json.loads((entries[0].path / "case.json").read_text())
 
 
 def test_unavailable_target_is_one_line_exit_2(tmp_path: Path) -> None:
