@@ -1,0 +1,263 @@
+"""Minimize a failing sample: a greedy, structured reducer over ``fuzz.edits``.
+
+The predicate ("does this candidate still fail the same way?") is a real
+compile, 0.2-3 s each, so the reducer spends it where it buys the most: the
+big cuts first (whole tables, batches, examples, in halves and then one at a
+time, as delta debugging does), then knobs back to their defaults, then bag
+contents, then sizes (rows, widths, MLP layers), and values toward zero last.
+A candidate is tried only when it is strictly smaller by ``size_key`` and its
+content has not been tried before, and it is kept only when the predicate
+still holds, so the result always fails exactly as the input did.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+from fuzz import edits
+from fuzz.sample import Sample
+
+__all__ = ["shrink", "ShrinkResult", "PASSES"]
+
+Stopped = Literal["fixpoint", "budget", "max_steps"]
+Candidates = Iterator["Sample | None"]
+
+
+@dataclass(frozen=True)
+class ShrinkResult:
+    """The smallest failing sample found, and what finding it cost."""
+
+    sample: Sample
+    steps_tried: int
+    steps_accepted: int
+    seconds: float
+    size_before: dict[str, int]
+    size_after: dict[str, int]
+    stopped: Stopped
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (the sample itself is stored by the corpus)."""
+        return {"steps_tried": self.steps_tried, "steps_accepted": self.steps_accepted,
+                "seconds": round(self.seconds, 3), "size_before": dict(self.size_before),
+                "size_after": dict(self.size_after), "stopped": self.stopped,
+                "config": self.sample.config.to_dict(), "seed": self.sample.seed,
+                "describe": self.sample.describe()}
+
+
+# -- candidate generators, one per pass ------------------------------------
+def _removals(count: int) -> Iterator[list[int]]:
+    """Position sets to remove, delta-debugging style: halves, quarters, ...,
+    then single positions (last first: drawn data puts the simple cases first)."""
+    size = count // 2
+    while size > 1:
+        for start in range(0, count, size):
+            yield list(range(start, min(start + size, count)))
+        size //= 2
+    for p in reversed(range(count)):
+        yield [p]
+
+
+def _keeping(count: int) -> Iterator[list[int]]:
+    for removed in _removals(count):
+        yield [p for p in range(count) if p not in removed]
+
+
+def _tables(s: Sample) -> Candidates:
+    for keep in _keeping(s.config.num_tables):
+        yield edits.keep_tables(s, keep)
+
+
+def _batches(s: Sample) -> Candidates:
+    for keep in _keeping(len(s.batches)):
+        yield edits.keep_batches(s, keep)
+
+
+def _examples(s: Sample) -> Candidates:
+    for b, batch in enumerate(s.batches):
+        for keep in _keeping(batch.batch_size):
+            yield edits.keep_examples(s, b, keep)
+
+
+def _knobs(s: Sample) -> Candidates:
+    for name in edits.non_default_knobs(s.config):
+        yield edits.knob_to_default(s, name)
+
+
+def _bags(s: Sample) -> Candidates:
+    """Whole tables' bags emptied, then chunks of bags, then single indices."""
+    for b, batch in enumerate(s.batches):
+        for k in range(s.config.num_tables):
+            full = [r for r, n in enumerate(batch.bag_lengths(k)) if n]
+            for removed in _removals(len(full)):
+                yield edits.empty_bags_of(s, b, k, [full[i] for i in removed])
+    for b, batch in enumerate(s.batches):
+        for k in range(s.config.num_tables):
+            for row, n in enumerate(batch.bag_lengths(k)):
+                for removed in _removals(int(n)):
+                    yield edits.keep_bag_indices(s, b, k, row,
+                                                 [p for p in range(int(n)) if p not in removed])
+
+
+def _used_rows(s: Sample, k: int) -> int:
+    top = [int(batch.indices[k].max()) for batch in s.batches if batch.indices[k].size]
+    return max(top, default=0) + 1
+
+
+def _toward(value: int, floor: int = 1) -> list[int]:
+    """Smaller values to try for ``value``: the floor, the half, one less."""
+    return sorted({v for v in (floor, value // 2, value - 1) if floor <= v < value})
+
+
+def _rows(s: Sample) -> Candidates:
+    for k, rows in enumerate(s.config.ln_emb):
+        yield edits.fewer_rows(s, k, _used_rows(s, k))
+        for target in _toward(rows):
+            yield edits.fewer_rows(s, k, target)
+
+
+def _widths(s: Sample) -> Candidates:
+    config = s.config
+    for width in _toward(config.base_width) + _toward(config.base_width, floor=2):
+        yield edits.narrow_m_spa(s, width)
+    if isinstance(config.m_spa, tuple):
+        for k, width in enumerate(config.m_spa):
+            for target in _toward(width):
+                yield edits.narrow_table_width(s, k, target)
+    for removed in _removals(config.num_dense):
+        yield edits.drop_dense_columns(s, removed)
+
+
+def _mlps(s: Sample) -> Candidates:
+    mlp: edits.MLP
+    for mlp in ("bot", "top"):
+        widths = s.config.ln_bot if mlp == "bot" else s.config.ln_top
+        for i in range(1, len(widths) - 1):
+            yield edits.drop_hidden(s, mlp, i)
+    for mlp in ("bot", "top"):
+        widths = s.config.ln_bot if mlp == "bot" else s.config.ln_top
+        for i in range(1, len(widths) - (1 if mlp == "bot" else 0)):
+            for target in _toward(widths[i]):
+                yield edits.narrow_layer(s, mlp, i, target)
+
+
+def _values(s: Sample) -> Candidates:
+    yield edits.zero_indices(s)
+    for k in range(s.config.num_tables):
+        yield edits.zero_indices(s, k=k)
+    yield edits.halve_indices(s)
+    yield edits.zero_dense(s)
+    for b, batch in enumerate(s.batches):
+        yield edits.zero_dense(s, b=b)
+        for col in range(s.config.num_dense):
+            yield edits.zero_dense(s, b=b, col=col)
+        for row in range(batch.batch_size):
+            yield edits.zero_dense(s, b=b, row=row)
+    yield edits.round_dense(s)
+    yield edits.with_seed(s, 0)
+
+
+PASSES: Sequence[tuple[str, Callable[[Sample], Candidates]]] = (
+    ("tables", _tables), ("batches", _batches), ("examples", _examples), ("knobs", _knobs),
+    ("bags", _bags), ("rows", _rows), ("widths", _widths), ("mlps", _mlps), ("values", _values),
+)
+"""The passes in the order they run; each is retried from the new sample
+after every accepted candidate, and the whole list until nothing is accepted."""
+
+
+# -- the reducer -----------------------------------------------------------
+class _Stop(Exception):
+    def __init__(self, why: Stopped) -> None:
+        self.why = why
+
+
+class _Reducer:
+    def __init__(self, sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
+                 max_steps: int | None, on_progress: Callable[[Sample], None] | None) -> None:
+        self.current = sample
+        self.key = edits.size_key(sample)
+        self.still_failing = still_failing
+        self.deadline = time.monotonic() + budget_s
+        self.max_steps = max_steps
+        self.on_progress = on_progress
+        self.tried: set[str] = {edits.content_hash(sample)}
+        self.steps_tried = 0
+        self.steps_accepted = 0
+
+    def offer(self, candidate: Sample | None) -> bool:
+        """Try one candidate; True when it became the current sample."""
+        if candidate is None:
+            return False
+        key = edits.size_key(candidate)
+        if not key < self.key:
+            return False
+        digest = edits.content_hash(candidate)
+        if digest in self.tried:
+            return False
+        if self.max_steps is not None and self.steps_tried >= self.max_steps:
+            raise _Stop("max_steps")
+        if time.monotonic() >= self.deadline:
+            raise _Stop("budget")
+        self.tried.add(digest)
+        self.steps_tried += 1
+        if not self.still_failing(candidate):
+            return False
+        self.current, self.key = candidate, key
+        self.steps_accepted += 1
+        if self.on_progress is not None:
+            self.on_progress(candidate)
+        return True
+
+    def run_pass(self, generate: Callable[[Sample], Candidates]) -> bool:
+        """Run one pass to its own fixpoint; True when anything was accepted."""
+        progressed = False
+        while any(self.offer(c) for c in generate(self.current)):
+            progressed = True
+        return progressed
+
+    def run(self) -> Stopped:
+        try:
+            while True:
+                progressed = False
+                for _, generate in PASSES:
+                    progressed |= self.run_pass(generate)
+                if not progressed:
+                    return "fixpoint"
+        except _Stop as stop:
+            return stop.why
+
+
+def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
+           max_steps: int | None = None,
+           on_progress: Callable[[Sample], None] | None = None) -> ShrinkResult:
+    """The smallest sample (by ``size_key``) reachable from ``sample`` through
+    accepted edits, each of which kept ``still_failing`` true.
+
+    ``sample`` itself is taken to fail (the caller just saw it; it is not
+    re-run). ``budget_s`` bounds the wall time before each new predicate call
+    (a call already running is not cut short); ``max_steps`` bounds predicate
+    calls. A ``KeyboardInterrupt`` from the predicate propagates; the best
+    sample so far has already gone to ``on_progress``.
+    """
+    if not isinstance(sample, Sample):
+        raise TypeError(f"sample={type(sample).__name__}: must be a fuzz.sample.Sample")
+    if not callable(still_failing):
+        raise TypeError(f"still_failing={still_failing!r}: must be callable(Sample) -> bool")
+    if not budget_s > 0:
+        raise ValueError(f"budget_s={budget_s!r}: must be > 0 seconds")
+    if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 0):
+        raise ValueError(f"max_steps={max_steps!r}: must be None or an integer >= 0")
+    return _shrink(sample, still_failing, budget_s, max_steps, on_progress)
+
+
+def _shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
+            max_steps: int | None, on_progress: Callable[[Sample], None] | None) -> ShrinkResult:
+    start = time.monotonic()
+    reducer = _Reducer(sample, still_failing, budget_s, max_steps, on_progress)
+    stopped = reducer.run()
+    return ShrinkResult(sample=reducer.current, steps_tried=reducer.steps_tried,
+                        steps_accepted=reducer.steps_accepted,
+                        seconds=time.monotonic() - start,
+                        size_before=edits.sample_size(sample),
+                        size_after=edits.sample_size(reducer.current), stopped=stopped)

@@ -1,0 +1,244 @@
+"""The structured edits and the shrinker: every edit keeps a sample valid and
+the reducing ones make it strictly smaller; the shrinker reaches the minimal
+case for known predicates, never returns a passing sample, respects its
+budget and never pays twice for one candidate. One pipeline test shrinks the
+real weighted-pooling mismatch on the refbackend target."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz import edits
+from fuzz.sample import Sample
+from fuzz.shrink import PASSES, ShrinkResult, shrink
+from strategies.samples import samples
+from tests.helpers import tiny_config, tiny_sample, varied_sample
+
+
+def _big_sample(index_dtype: str = "int32") -> Sample:
+    """Three tables (two QR), cat interaction, a hidden layer with a sigmoid,
+    a clamp, int32 indices, learned pooling weights, three batches."""
+    config = tiny_config(ln_bot=(3, 8, 4), ln_top=(16, 6, 2), arch_interaction_op="cat",
+                         sigmoid_top=0, loss_threshold=0.01, weighted_pooling="learned",
+                         qr_flag=True, qr_threshold=15, qr_collisions=2, index_dtype=index_dtype)
+    return varied_sample(config)
+
+
+def _nonempty_bag_in_table0(s: Sample) -> bool:
+    return any(batch.indices[0].size for batch in s.batches)
+
+
+def _weighted_bug(s: Sample) -> bool:
+    return s.config.weighted_pooling is not None and _nonempty_bag_in_table0(s)
+
+
+def _assert_valid(s: Sample) -> None:
+    again = Sample.from_arrays(s.config.__class__.from_json(s.config.to_json()), s.seed,
+                               s.arrays())
+    assert edits.content_hash(again) == edits.content_hash(s)
+
+
+# -- edits -----------------------------------------------------------------
+@settings(max_examples=40)
+@given(samples())
+def test_every_shrink_edit_is_valid_and_strictly_smaller(sample: Sample) -> None:
+    key = edits.size_key(sample)
+    tried = 0
+    for name, generate in PASSES:
+        for candidate in generate(sample):
+            if candidate is None:
+                continue
+            tried += 1
+            _assert_valid(candidate)
+            assert edits.size_key(candidate) < key, (name, edits.sample_size(candidate),
+                                                     edits.sample_size(sample))
+    assert tried > 0 or edits.size_key(sample)[:3] == (1, 1, 0)
+
+
+@settings(max_examples=40)
+@given(samples())
+def test_non_reducing_edits_stay_valid(sample: Sample) -> None:
+    for candidate in (edits.fill_empty_bags(sample), edits.same_shape_batches(sample),
+                      *(edits.knob_to_default(sample, k) for k in edits.knobs())):
+        if candidate is not None:
+            _assert_valid(candidate)
+
+
+def test_drop_table_fixes_widths_and_mixed_dimensions() -> None:
+    config = tiny_config(md_flag=True, md_threshold=15, m_spa=(2, 4, 3))
+    sample = tiny_sample(config)
+    dropped = edits.drop_table(sample, 1)
+    assert dropped is not None
+    assert dropped.config.ln_emb == (10, 30) and dropped.config.m_spa == (2, 3)
+    assert dropped.config.ln_bot[-1] == 3 and dropped.config.ln_top[0] == 3 + 3
+    off = edits.knob_to_default(sample, "md_flag")
+    assert off is not None and off.config.m_spa == 4
+
+
+def test_drop_example_keeps_offsets_consistent() -> None:
+    sample = tiny_sample()
+    cut = edits.drop_example(sample, 0, 0)
+    assert cut is not None and cut.batches[0].batch_size == 1
+    for k in range(3):
+        assert cut.batches[0].offsets[k].tolist() == [0]
+        assert cut.batches[0].indices[k].tolist() == sample.batches[0].indices[k][
+            int(sample.batches[0].offsets[k][1]):].tolist()
+
+
+def test_index_dtype_edit_converts_arrays_and_rows_clamp() -> None:
+    sample = tiny_sample(tiny_config(index_dtype="int32"))
+    wide = edits.knob_to_default(sample, "index_dtype")
+    assert wide is not None and wide.batches[0].indices[0].dtype == np.int64
+    fewer = edits.fewer_rows(sample, 2, 5)
+    assert fewer is not None and fewer.batches[0].indices[2].max() == 4
+
+
+def test_drop_hidden_moves_the_sigmoid() -> None:
+    sample = tiny_sample(tiny_config(ln_top=(10, 5, 3, 1), sigmoid_top=2))
+    dropped = edits.drop_hidden(sample, "top", 1)
+    assert dropped is not None
+    assert dropped.config.ln_top == (10, 3, 1) and dropped.config.sigmoid_top == 1
+
+
+def test_four_bit_widths_stay_even() -> None:
+    sample = tiny_sample(tiny_config(quantize_bits=4))
+    assert edits.narrow_m_spa(sample, 3) is None
+    narrowed = edits.narrow_m_spa(sample, 2)
+    assert narrowed is not None and narrowed.config.ln_bot[-1] == 2
+
+
+def test_edit_that_changes_nothing_is_none() -> None:
+    sample = tiny_sample()
+    assert edits.knob_to_default(sample, "weighted_pooling") is None
+    assert edits.with_seed(sample, sample.seed) is None
+
+
+# -- shrink ----------------------------------------------------------------
+def test_shrinks_weighted_pooling_to_one_table_one_example_one_index() -> None:
+    result = shrink(_big_sample(), _weighted_bug, budget_s=60)
+    size = result.size_after
+    assert (size["tables"], size["examples"], size["indices"], size["batches"]) == (1, 1, 1, 1)
+    assert edits.non_default_knobs(result.sample.config) == {"weighted_pooling": "learned"}
+    assert (size["rows"], size["width"], size["dense"], size["mlp"]) == (1, 1, 1, 1)
+    assert (size["index_sum"], size["dense_nonzero"], size["seed"]) == (0, 0, 0)
+    assert result.stopped == "fixpoint" and result.steps_accepted > 0
+    json.dumps(result.to_dict())
+
+
+def test_shrink_keeps_the_feature_the_predicate_needs() -> None:
+    result = shrink(_big_sample(), lambda s: s.config.index_dtype == "int32", budget_s=60)
+    assert edits.non_default_knobs(result.sample.config) == {"index_dtype": "int32"}
+    assert result.sample.batches[0].indices[0].dtype == np.int32
+    assert edits.size_key(result.sample)[:3] == (1, 1, 0)
+
+
+@settings(max_examples=25)
+@given(samples(), st.integers(0, 3))
+def test_shrink_never_returns_a_passing_sample(sample: Sample, which: int) -> None:
+    base = edits.sample_size(sample)
+    predicates: list[Callable[[Sample], bool]] = [
+        lambda s: edits.sample_size(s)["indices"] >= min(base["indices"], 3),
+        lambda s: s.config.num_tables == base["tables"] or edits.sample_size(s)["examples"] > 1,
+        lambda s: int(edits.content_hash(s), 16) % 3 != 0 or s is sample,
+        lambda s: edits.sample_size(s)["rows"] >= base["rows"] // 2,
+    ]
+    predicate = predicates[which]
+    result = shrink(sample, predicate, budget_s=30)
+    assert result.sample is sample or predicate(result.sample)
+    assert edits.size_key(result.sample) <= edits.size_key(sample)
+
+
+def test_never_asks_twice_about_one_candidate() -> None:
+    seen: Counter[str] = Counter()
+
+    def never(s: Sample) -> bool:
+        seen[edits.content_hash(s)] += 1
+        return False
+
+    result = shrink(_big_sample(), never, budget_s=60)
+    assert result.sample is not None and result.steps_accepted == 0
+    assert max(seen.values()) == 1 and sum(seen.values()) == result.steps_tried
+    assert result.stopped == "fixpoint"
+
+
+def test_budget_and_max_steps_are_respected() -> None:
+    def slow(s: Sample) -> bool:
+        time.sleep(0.05)
+        return False
+
+    started = time.monotonic()
+    result = shrink(_big_sample(), slow, budget_s=0.3)
+    assert result.stopped == "budget"
+    assert time.monotonic() - started < 0.3 + 0.05 + 0.5
+    capped = shrink(_big_sample(), lambda s: True, budget_s=60, max_steps=3)
+    assert capped.stopped == "max_steps" and capped.steps_tried == 3
+
+
+def test_progress_survives_an_interrupt() -> None:
+    best: list[Sample] = []
+    calls = 0
+
+    def interrupted(s: Sample) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise KeyboardInterrupt
+        return True
+
+    with pytest.raises(KeyboardInterrupt):
+        shrink(_big_sample(), interrupted, budget_s=60, on_progress=best.append)
+    assert len(best) == 3
+    assert edits.size_key(best[-1]) < edits.size_key(best[0]) < edits.size_key(_big_sample())
+
+
+def test_arguments_are_validated() -> None:
+    with pytest.raises(ValueError, match="budget_s"):
+        shrink(tiny_sample(), lambda s: True, budget_s=0)
+    with pytest.raises(ValueError, match="max_steps"):
+        shrink(tiny_sample(), lambda s: True, budget_s=1, max_steps=-1)
+    with pytest.raises(TypeError, match="still_failing"):
+        shrink(tiny_sample(), None, budget_s=1)  # type: ignore[arg-type]
+
+
+# -- the real bug ----------------------------------------------------------
+@pytest.mark.pipeline
+def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
+    import oracles  # noqa: F401  (oracles before fuzz.execute: import order)
+    from fuzz.execute import execute
+    from fuzz.targets import TARGETS
+    from oracles.judge import ReferenceFailed, judge
+    from oracles.verdict import Verdict
+
+    def mismatch(s: Sample) -> bool:
+        got = execute(TARGETS["refbackend"], s)
+        try:
+            outcome = judge(got, execute(TARGETS["eager-f64"], s), execute(TARGETS["eager"], s))
+        except ReferenceFailed:
+            return False
+        return outcome.verdict is Verdict.MISMATCH
+
+    # int32 indices would hit a different bug first (a lowering error on
+    # embedding_bag), and the predicate asks for the MISMATCH only.
+    start = _big_sample(index_dtype="int64")
+    assert mismatch(start)
+    result = shrink(start, mismatch, budget_s=90)
+    print(json.dumps({k: v for k, v in result.to_dict().items() if k != "config"}))
+    size = result.size_after
+    assert (size["tables"], size["examples"], size["indices"]) == (1, 1, 1)
+    assert result.sample.config.weighted_pooling == "learned"
+    assert edits.non_default_knobs(result.sample.config) == {"weighted_pooling": "learned"}
+    assert mismatch(result.sample)
+    assert isinstance(result, ShrinkResult)
+    # The same predicate localizes the bug by ablation: pooling weights alone.
+    from fuzz.ablate import ablate
+    ablation = ablate(start, mismatch, budget_s=60)
+    print(json.dumps({k: v for k, v in ablation.to_dict().items() if k != "config"}))
+    assert ablation.minimal == ("weighted_pooling=learned",)
