@@ -203,7 +203,12 @@ class Campaign:
     # -- replay -------------------------------------------------------------------
     def _replay(self) -> None:
         for entry in self.stored:
-            self.report.replays.append(self._replay_one(entry))
+            record = self._replay_one(entry)
+            self.report.replays.append(record)
+            # A case stored without shrinking (--no-shrink, an older dlrm-fuzz)
+            # gets its turn in this campaign's shrink phase.
+            if record.status == "still-failing" and entry.shrink is None:
+                self.unshrunk.append(entry.bucket)
 
     def _replay_one(self, entry: CorpusEntry) -> ReplayRecord:
         began = time.monotonic()
@@ -244,6 +249,8 @@ class Campaign:
 
     def _generate(self, deadline: float) -> None:
         options = self.options
+        if options.max_samples == 0:  # replay and shrink only
+            return
 
         @settings(database=None, deadline=None, max_examples=options.max_samples or 10**9,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck),

@@ -19,6 +19,7 @@ from typing import NoReturn, Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fuzz import corpus
 from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
@@ -134,13 +135,13 @@ def _targets(console: Console, table: dict[str, Target]) -> int:
     grid.add_column("what it runs / why not and how to enable", overflow="fold")
     for name, target in table.items():
         if name in (REFERENCE, EAGER):
-            grid.add_row(name, "reference", target.description)
+            _row(grid, name, "reference", target.description)
             continue
         ok, why = target.availability()
-        grid.add_row(name, "yes" if ok else "no",
+        _row(grid, name, "yes" if ok else "no",
                      target.description if ok else f"{target.description}\n-> {why}")
     for name, target in FAKE_TARGETS.items():
-        grid.add_row(name, "FAKE", target.description)
+        _row(grid, name, "FAKE", target.description)
     console.print(grid)
     return EXIT_OK
 
@@ -199,28 +200,28 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
 
 def _summary(console: Console, report: CampaignReport) -> None:
     head = Table(title="campaign summary", show_header=False)
-    head.add_row("samples", str(report.samples))
-    head.add_row("targets", ", ".join(report.targets))
-    head.add_row("configs compiled", str(report.configs_compiled))
-    head.add_row("batches checked", str(report.batches_checked))
-    head.add_row("elapsed", f"{report.elapsed_s:.1f}s")
-    head.add_row("failures", str(len(report.findings)))
-    head.add_row("new buckets", str(len(report.new_buckets)))
-    head.add_row("workers replaced", str(report.workers_replaced))
+    _row(head, "samples", str(report.samples))
+    _row(head, "targets", ", ".join(report.targets))
+    _row(head, "configs compiled", str(report.configs_compiled))
+    _row(head, "batches checked", str(report.batches_checked))
+    _row(head, "elapsed", f"{report.elapsed_s:.1f}s")
+    _row(head, "failures", str(len(report.findings)))
+    _row(head, "new buckets", str(len(report.new_buckets)))
+    _row(head, "workers replaced", str(report.workers_replaced))
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(report.stage_seconds.items()))
-    head.add_row("time in stages", stages or "-")
+    _row(head, "time in stages", stages or "-")
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
-    head.add_row("time in phases", phases or "-")
-    head.add_row("localized / ablated", f"{report.localizations} / {report.ablations}")
+    _row(head, "time in phases", phases or "-")
+    _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
     if report.interrupted is not None:
-        head.add_row("stopped by", signal.Signals(report.interrupted).name)
+        _row(head, "stopped by", signal.Signals(report.interrupted).name)
     console.print(head)
     if report.replays:
         replay = Table(title="replay of the stored cases")
         for column in ("bucket", "target", "status", "now in", "seconds"):
             replay.add_column(column, overflow="fold")
         for replayed in report.replays:
-            replay.add_row(replayed.bucket, replayed.target,
+            _row(replay, replayed.bucket, replayed.target,
                            replayed.status + (f" ({replayed.note})" if replayed.note else ""),
                            ", ".join(replayed.now) or "-", f"{replayed.seconds:.1f}")
         console.print(replay)
@@ -228,7 +229,7 @@ def _summary(console: Console, report: CampaignReport) -> None:
     for column in ("target", "verdict", "count"):
         verdicts.add_column(column)
     for (target, verdict), count in sorted(report.outcomes.items()):
-        verdicts.add_row(target, verdict, str(count))
+        _row(verdicts, target, verdict, str(count))
     console.print(verdicts)
     if report.new_buckets:
         found = Table(title="new failure buckets")
@@ -236,7 +237,7 @@ def _summary(console: Console, report: CampaignReport) -> None:
             found.add_column(column, overflow="fold")
         for finding in report.new_buckets:
             o = finding.outcome
-            found.add_row(finding.bucket, f"{finding.owner} on {', '.join(finding.targets)}",
+            _row(found, finding.bucket, f"{finding.owner} on {', '.join(finding.targets)}",
                           o.verdict.value, (finding.culprit or o.error)[:120])
         console.print(found)
     if report.shrinks:
@@ -245,12 +246,18 @@ def _summary(console: Console, report: CampaignReport) -> None:
             shrunk.add_column(column, overflow="fold")
         for record in report.shrinks:
             r = record.record
-            shrunk.add_row(record.bucket, record.target, _size(r.get("size_before")),
+            _row(shrunk, record.bucket, record.target, _size(r.get("size_before")),
                            _size(r.get("size_after")) if "skipped" not in r else str(r["skipped"]),
                            f"{r.get('steps_accepted', 0)}/{r.get('steps_tried', 0)}",
                            f"{r.get('seconds', 0.0):.1f}",
                            "replaced" if record.replaced else "kept")
         console.print(shrunk)
+
+
+def _row(table: Table, *cells: str) -> None:
+    """Cells as plain text: error lines and culprits hold brackets
+    (``[per_sample_weights]``) that rich would otherwise take for markup."""
+    table.add_row(*(Text(cell) for cell in cells))
 
 
 def _size(size: object) -> str:

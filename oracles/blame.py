@@ -6,6 +6,10 @@ The rules (pure functions over what the engine observed; no engine imports):
 
 - An error belongs to the owner of the stage that failed (``Observation.owner``:
   ``torch.export``, ``torch-mlir:<output type>``, an IREE backend).
+  torch-mlir lowers every output type through its torch backend contract (the
+  ``torch`` output type is exactly that shared prefix): a lowering failure the
+  ``torch`` output type shows too, with the same op and normalized line, in the
+  same sample, is the prefix's (``torch-mlir:torch``), not one bug per output type.
   One exception: a target whose compiler runs a shared lowering inside itself
   (IREE's torch input runs torch-mlir's TorchToLinalg) and fails with the same
   op and normalized error line as that lowering failed with, in the same
@@ -28,7 +32,10 @@ from oracles.results import Stage
 from oracles.signature import bucket_for, error_key, mismatch_key
 from oracles.verdict import Outcome, Verdict
 
-__all__ = ["Observation", "Blamed", "blame", "same_wrong_answer"]
+__all__ = ["Observation", "Blamed", "blame", "same_wrong_answer", "TORCH_PREFIX"]
+
+# The owner of torch-mlir's shared lowering prefix (FX import + torch backend contract).
+TORCH_PREFIX = "torch-mlir:torch"
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,9 @@ def blame(observations: list[Observation]) -> list[Blamed]:
     blamed = []
     for o in observations:
         verdict, owner = o.outcome.verdict, o.owner
+        if o.outcome.stage == Stage.IMPORT and (TORCH_PREFIX, o.outcome.op,
+                                                normalize_error(o.outcome.error)) in lowering_errors:
+            owner = TORCH_PREFIX
         if verdict is Verdict.MISMATCH:
             if len(backends_per_cluster[(o.lowering_owner, o.culprit, o.cluster)]) > 1:
                 owner = o.lowering_owner
@@ -92,6 +102,9 @@ def blame(observations: list[Observation]) -> list[Blamed]:
             if shared is not None and o.outcome.stage != Stage.IMPORT \
                     and o.lowering_owner != o.owner:
                 verdict, owner = shared.outcome.verdict, shared.owner
+                if (TORCH_PREFIX, shared.outcome.op,
+                        normalize_error(shared.outcome.error)) in lowering_errors:
+                    owner = TORCH_PREFIX
             key = error_key(verdict, owner, o.outcome.op, o.outcome.error)
         blamed.append(Blamed(o.outcome.target, verdict, owner, key, bucket_for(verdict, key)))
     return blamed

@@ -182,3 +182,17 @@ def test_judge_reports_first_bad_batch() -> None:
     assert outcome.timings == {"compile": 1.0}
     same = TargetResult("iree-cpu", [np.array([[0.5]], np.float32), np.array([[0.7]], np.float32)])
     assert judge(same, ref, eager).verdict is Verdict.PASS
+
+
+def test_blame_failure_of_the_shared_torch_prefix_is_one_bug() -> None:
+    quantized = UNSUPPORTED
+    on = [("iree-cpu", LINALG), ("iree-torch", "torch-mlir:torch"), ("iree-tosa", "torch-mlir:tosa")]
+    blamed = blame([Observation(_lowering_outcome(quantized, name), owner, owner)
+                    for name, owner in on])
+    assert {b.owner for b in blamed} == {"torch-mlir:torch"} and len({b.bucket for b in blamed}) == 1
+    # The same text on TOSA and StableHLO alone (the torch prefix passed): two components.
+    missing = ("error: failed to legalize operation 'torch.aten.embedding_bag.padding_idx' "
+               "that was explicitly marked illegal")
+    apart = blame([Observation(_lowering_outcome(missing, name), owner, owner) for name, owner in
+                   [("iree-tosa", "torch-mlir:tosa"), ("iree-stablehlo", "torch-mlir:stablehlo")]])
+    assert apart[0].bucket != apart[1].bucket

@@ -1,0 +1,141 @@
+"""The campaign's phases and triage (engine tier: spawned workers, FAKE
+targets; the last tests run the real pipeline): replay tells still failing /
+fixed / moved apart; two bugs never share a bucket; shrinking keeps the
+bucket and ends at the smallest case."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzz import corpus
+from fuzz.campaign import Campaign, CampaignOptions
+from fuzz.sample import Batch, Sample
+from fuzz.targets import EAGER, REFERENCE, resolve_targets
+from fuzz.triage import Triage
+from fuzz.workers import WorkerPool
+from oracles import Tolerance, Verdict, bucket_for, mismatch_key
+from tests.helpers import tiny_config, tiny_sample
+
+
+def _rewrite(folder: Path, **changes: str) -> None:
+    case = json.loads((folder / "case.json").read_text())
+    case.update(changes)
+    (folder / "case.json").write_text(json.dumps(case))
+
+
+def test_replay_tells_still_failing_fixed_and_moved(tmp_path: Path) -> None:
+    store = tmp_path / "corpus"
+    first = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=store, max_samples=1,
+                                     replay=False, shrink=False, workers=1)).run()
+    (found,) = first.new_buckets
+    stored = store / found.bucket
+    fixed, moved = "compile_error-000000000001", "crash-000000000002"
+    shutil.copytree(stored, store / fixed)
+    _rewrite(store / fixed, bucket=fixed, target="fake-ok")  # the "toolchain" got fixed
+    shutil.copytree(stored, store / moved)
+    _rewrite(store / moved, bucket=moved, verdict="CRASH")  # fails today, but elsewhere
+    report = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=store, max_samples=0,
+                                      shrink=False, workers=1)).run()
+    status = {r.bucket: (r.status, r.now) for r in report.replays}
+    assert status == {found.bucket: ("still-failing", (found.bucket,)),
+                      fixed: ("fixed", ()),
+                      moved: ("moved", (found.bucket,))}
+    assert report.phase_seconds["replay"] > 0 and report.samples == 0
+
+
+def _triage(sample: Sample, names: list[str], pool: WorkerPool) -> list:  # type: ignore[type-arg]
+    targets = {t.name: t for t in resolve_targets(names)}
+    reference, eager = resolve_targets([REFERENCE, EAGER])
+    answers = pool.run([(reference, sample), (eager, sample), *((t, sample) for t in targets.values())])
+    results = dict(zip(targets, answers[2:]))
+    triage = Triage(pool, Tolerance())
+    outcomes = triage.outcomes(results, answers[0], answers[1])
+    return triage.findings(sample, targets, results, outcomes)
+
+
+def test_fakes_wrong_in_different_ops_never_share_a_bucket() -> None:
+    sample = tiny_sample(tiny_config(sigmoid_top=0))
+    with WorkerPool(2, timeout_s=120) as pool:
+        findings = _triage(sample, ["fake-wrong-bmm", "fake-wrong-relu", "fake-ok"], pool)
+    by_target = {f.target: f for f in findings}
+    assert sorted(by_target) == ["fake-wrong-bmm", "fake-wrong-relu"]
+    assert by_target["fake-wrong-bmm"].culprit == "op:aten.bmm.default"
+    assert by_target["fake-wrong-relu"].culprit == "op:aten.relu.default"
+    assert by_target["fake-wrong-bmm"].bucket != by_target["fake-wrong-relu"].bucket
+    assert all(f.verdict is Verdict.MISMATCH for f in findings)
+
+
+POOLED_CULPRIT = "op:aten.embedding_bag.padding_idx[per_sample_weights]"
+LINALG = "torch-mlir:linalg-on-tensors"
+
+
+def _big_pooled_sample(index_dtype: str = "int64") -> Sample:
+    """Three tables (two QR), cat interaction, a sigmoid, the clamp, learned
+    pooling weights, two batches of four examples: much to shrink away."""
+    config = tiny_config(weighted_pooling="learned", qr_flag=True, qr_threshold=15,
+                         arch_interaction_op="cat", ln_top=(16, 3, 1), sigmoid_top=1,
+                         loss_threshold=0.01, index_dtype=index_dtype)
+    rng = np.random.default_rng(5)
+    dtype = np.dtype(index_dtype)
+    batches = []
+    for _ in range(2):
+        offsets = tuple(np.array([0, 2, 3, 5], dtype) for _ in config.ln_emb)
+        indices = tuple(rng.integers(0, rows, 7).astype(dtype) for rows in config.ln_emb)
+        batches.append(Batch(rng.standard_normal((4, 3)).astype(np.float32), offsets, indices))
+    return Sample(config, 12345, tuple(batches))
+
+
+@pytest.mark.pipeline
+def test_real_int32_and_weighted_pooling_bugs_get_two_buckets() -> None:
+    names = ["refbackend", "iree-cpu", "iree-torch"]
+    with WorkerPool(2, timeout_s=300) as pool:
+        int32 = _triage(_big_pooled_sample("int32"), names, pool)
+        pooled = _triage(_big_pooled_sample("int64"), names, pool)
+    (lowering,) = int32  # one bug, one bucket: iree-torch's compile error joins it
+    (mismatch,) = pooled
+    assert lowering.verdict is Verdict.LOWERING_INVALID_IR and lowering.owner == LINALG
+    assert set(lowering.targets) == set(names)
+    assert mismatch.verdict is Verdict.MISMATCH and mismatch.culprit == POOLED_CULPRIT
+    assert mismatch.owner == LINALG and set(mismatch.targets) == set(names)
+    assert lowering.bucket != mismatch.bucket
+
+
+@pytest.mark.pipeline
+def test_shrinking_keeps_the_bucket_and_ends_minimal(tmp_path: Path) -> None:
+    """A stored, unshrunk weighted-pooling case (real torch-mlir bug) is
+    replayed, shrunk on refbackend within its bucket, and swapped in; a later
+    replay finds the shrunk case in the same bucket."""
+    store = tmp_path / "corpus"
+    big = _big_pooled_sample()
+    bucket = bucket_for(Verdict.MISMATCH, mismatch_key(LINALG, POOLED_CULPRIT))
+    corpus.save(store, corpus.CorpusEntry(
+        bucket=bucket, signature=mismatch_key(LINALG, POOLED_CULPRIT), verdict=Verdict.MISMATCH,
+        owner=LINALG, target="refbackend", sample=big, culprit=POOLED_CULPRIT,
+        seen_on=("iree-cpu", "refbackend")))
+    options = CampaignOptions(targets=("refbackend", "iree-cpu"), corpus_dir=store, max_samples=0,
+                              budget_s=600, shrink_budget_s=120, workers=2,
+                              cache_dir=tmp_path / "cache")
+    report = Campaign(options).run()
+    assert [(r.bucket, r.status) for r in report.replays] == [(bucket, "still-failing")]
+    (shrunk,) = report.shrinks
+    assert shrunk.replaced, shrunk.record
+    (entry,) = corpus.load(store)[0]
+    assert entry.bucket == bucket and entry.shrink is not None
+    size = entry.shrink["size_after"]
+    assert (size["tables"], size["examples"], size["indices"], size["batches"]) == (1, 1, 1, 1)
+    assert entry.shrink["size_before"]["tables"] == 3
+    config = entry.sample.config
+    assert config.weighted_pooling is not None  # the bug's feature stays on
+    assert not config.qr_flag and config.loss_threshold == 0.0  # unrelated features off
+    assert (config.arch_interaction_op, config.sigmoid_top) == ("dot", -1)
+    assert entry.sample.batches[0].bag_lengths(0).tolist() == [1]
+    again = Campaign(CampaignOptions(targets=("refbackend", "iree-cpu"), corpus_dir=store,
+                                     max_samples=0, shrink=False, workers=2,
+                                     cache_dir=tmp_path / "cache")).run()
+    assert [(r.bucket, r.status) for r in again.replays] == [(bucket, "still-failing")]
+
