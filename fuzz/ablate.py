@@ -29,6 +29,7 @@ from fuzz import edits
 from fuzz.config import QUANTIZE_BITS, DLRMConfig
 from fuzz.edits import Edit
 from fuzz.sample import Sample
+from fuzz.shrink import check_reducer_arguments
 
 __all__ = ["features", "ablate", "Ablation", "family", "SAMPLE_FEATURES"]
 
@@ -127,12 +128,7 @@ def ablate(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: fl
     carries the failure, so the minimal set names only the later one: a
     sufficient set, not every cause.
     """
-    if not isinstance(sample, Sample):
-        raise TypeError(f"sample={type(sample).__name__}: must be a fuzz.sample.Sample")
-    if not callable(still_failing):
-        raise TypeError(f"still_failing={still_failing!r}: must be callable(Sample) -> bool")
-    if not budget_s > 0:
-        raise ValueError(f"budget_s={budget_s!r}: must be > 0 seconds")
+    check_reducer_arguments(sample, still_failing, budget_s)
     return _ablate(sample, still_failing, budget_s)
 
 

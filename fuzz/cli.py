@@ -153,7 +153,8 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
     for entry in entries:
         what = entry.culprit or entry.error
         console.print(f"{entry.bucket}  {entry.verdict.value}  {entry.owner}  "
-                      f"[{','.join(entry.seen_on)}]  {what[:160]}", markup=False, soft_wrap=True)
+                      f"[{','.join(entry.seen_on)}] ({'+'.join(entry.shape_modes)})  "
+                      f"{what[:160]}", markup=False, soft_wrap=True)
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     return EXIT_OK

@@ -94,7 +94,8 @@ class CorpusEntry:
             "error": self.error, "op": self.op, "culprit": self.culprit,
             "localization": self.localization, "numbers": self.numbers,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
-            "seen_on": sorted(self.seen_on), "features": list(self.features),
+            "seen_on": sorted(self.seen_on), "shape_modes": list(self.shape_modes),
+            "features": list(self.features),
             "campaign_seed": self.campaign_seed, "shrink": self.shrink,
             "tool_versions": self.tool_versions, "created": self.created,
             "config": self.sample.config.to_dict(), "seed": self.sample.seed,
@@ -120,8 +121,19 @@ class CorpusEntry:
             created=str(case.get("created", "")), key_version=int(case.get("key_version", 1)),
             detail=detail, path=path)
 
+    @property
+    def shape_modes(self) -> tuple[str, ...]:
+        """``static`` / ``dynamic``: the shape modes among the targets it was seen on."""
+        return _shape_modes(self.seen_on)
+
     def with_seen(self, targets: Any) -> "CorpusEntry":
         return dataclasses.replace(self, seen_on=tuple(sorted(set(self.seen_on) | set(targets))))
+
+
+def _shape_modes(targets: Any) -> tuple[str, ...]:
+    # Every compiled target's dynamic-shape form is named "<name>-dyn" (fuzz.targets).
+    return tuple(sorted({"dynamic" if str(name).endswith("-dyn") else "static"
+                         for name in targets}))
 
 
 def _refuse_non_folder(root: Path) -> None:
@@ -199,6 +211,7 @@ def record_seen(root: Path, bucket: str, targets: Any) -> bool:
         if grown == seen:
             return False
         case["seen_on"] = sorted(str(t) for t in grown if t)
+        case["shape_modes"] = list(_shape_modes(case["seen_on"]))
         temp = folder / f".case.json.{os.getpid()}"
         temp.write_text(json.dumps(case, indent=2, sort_keys=True) + "\n")
         os.replace(temp, folder / "case.json")

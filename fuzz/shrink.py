@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 from fuzz import edits
 from fuzz.sample import Sample
 
-__all__ = ["shrink", "ShrinkResult", "PASSES"]
+__all__ = ["shrink", "ShrinkResult", "PASSES", "check_reducer_arguments"]
 
 Stopped = Literal["fixpoint", "budget", "max_steps"]
 Candidates = Iterator["Sample | None"]
@@ -228,6 +228,17 @@ class _Reducer:
             return stop.why
 
 
+def check_reducer_arguments(sample: Sample, still_failing: Callable[[Sample], bool],
+                            budget_s: float) -> None:
+    """What every reducer (shrink, ablate) needs: a sample, a predicate, time."""
+    if not isinstance(sample, Sample):
+        raise TypeError(f"sample={type(sample).__name__}: must be a fuzz.sample.Sample")
+    if not callable(still_failing):
+        raise TypeError(f"still_failing={still_failing!r}: must be callable(Sample) -> bool")
+    if not budget_s > 0:
+        raise ValueError(f"budget_s={budget_s!r}: must be > 0 seconds")
+
+
 def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
            max_steps: int | None = None,
            on_progress: Callable[[Sample], None] | None = None) -> ShrinkResult:
@@ -240,12 +251,7 @@ def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: fl
     calls. A ``KeyboardInterrupt`` from the predicate propagates; the best
     sample so far has already gone to ``on_progress``.
     """
-    if not isinstance(sample, Sample):
-        raise TypeError(f"sample={type(sample).__name__}: must be a fuzz.sample.Sample")
-    if not callable(still_failing):
-        raise TypeError(f"still_failing={still_failing!r}: must be callable(Sample) -> bool")
-    if not budget_s > 0:
-        raise ValueError(f"budget_s={budget_s!r}: must be > 0 seconds")
+    check_reducer_arguments(sample, still_failing, budget_s)
     if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 0):
         raise ValueError(f"max_steps={max_steps!r}: must be None or an integer >= 0")
     return _shrink(sample, still_failing, budget_s, max_steps, on_progress)

@@ -105,6 +105,13 @@ class EagerTarget(Target):
 
     dtype: str = "float32"
 
+    def owner(self, stage: str) -> str:
+        return "pytorch:eager"
+
+    @property
+    def lowering_owner(self) -> str:
+        return "pytorch:eager"
+
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
         from fuzz.model import build, build_reference

@@ -25,9 +25,9 @@ def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> N
     assert report.workers_replaced == 6
     entries, junk = corpus.load(tmp_path / "corpus")
     assert junk == []
-    by_target = {e.case["target"]: e for e in entries}
+    by_target = {e.target: e for e in entries}
     assert sorted(by_target) == ["fake-hang", "fake-oom", "fake-segfault"]
-    assert by_target["fake-segfault"].case["numbers"]["signal"] == 11
-    assert "Segmentation fault" in (by_target["fake-segfault"].path / "error.txt").read_text()
-    assert by_target["fake-hang"].case["verdict"] == "TIMEOUT"
-    assert by_target["fake-hang"].case["stage"] == "compile"
+    assert by_target["fake-segfault"].numbers["signal"] == 11
+    assert "Segmentation fault" in by_target["fake-segfault"].detail
+    assert by_target["fake-hang"].verdict.value == "TIMEOUT"
+    assert by_target["fake-hang"].stage == "compile"

@@ -196,3 +196,14 @@ def test_blame_failure_of_the_shared_torch_prefix_is_one_bug() -> None:
     apart = blame([Observation(_lowering_outcome(missing, name), owner, owner) for name, owner in
                    [("iree-tosa", "torch-mlir:tosa"), ("iree-stablehlo", "torch-mlir:stablehlo")]])
     assert apart[0].bucket != apart[1].bucket
+
+
+def test_oracles_import_no_engine_module() -> None:
+    """oracles/ is pure: judging never needs torch, the compilers or the engine."""
+    import subprocess
+    import sys
+
+    code = ("import sys, oracles; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'fuzz', 'torch', 'torch_mlir', 'iree', 'strategies'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -139,3 +139,19 @@ def test_shrinking_keeps_the_bucket_and_ends_minimal(tmp_path: Path) -> None:
                                      cache_dir=tmp_path / "cache")).run()
     assert [(r.bucket, r.status) for r in again.replays] == [(bucket, "still-failing")]
 
+
+
+def test_eager_float32_failing_alone_is_pytorchs() -> None:
+    """The float64 reference ran, eager float32 raised: a finding owned by
+    PyTorch, and the compiled targets are still judged (against float64)."""
+    from oracles import Failure, Stage, TargetResult
+
+    reference = TargetResult(REFERENCE, [np.array([[0.25]])])
+    eager = TargetResult(EAGER, [None], Failure(Stage.RUN, "RuntimeError", "error: boom"))
+    results = {"fake-ok": TargetResult("fake-ok", [np.array([[0.25]], np.float32)])}
+    triage = Triage(None, Tolerance())  # type: ignore[arg-type]  # no mismatch: no pool needed
+    outcomes = triage.outcomes(results, reference, eager)
+    assert outcomes["fake-ok"].verdict is Verdict.PASS
+    targets = {"fake-ok": resolve_targets(["fake-ok"])[0], EAGER: resolve_targets([EAGER])[0]}
+    (finding,) = triage.findings(tiny_sample(), targets, {**results, EAGER: eager}, outcomes)
+    assert finding.owner == "pytorch:eager" and finding.verdict is Verdict.RUNTIME_ERROR
