@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
@@ -345,6 +345,10 @@ class Campaign:
 
     # -- shrink -------------------------------------------------------------------
     def _shrink(self, deadline: float) -> None:
+        """Each new bucket in turn, within its share of the time left; then,
+        with what the quick ones did not use, carry on with those the budget
+        cut short (from their stored, already smaller case)."""
+        cut_short: list[str] = []
         while self.unshrunk:
             left = deadline - time.monotonic()
             budget = min(self.options.shrink_budget_s, left / len(self.unshrunk))
@@ -353,7 +357,14 @@ class Campaign:
                 self.report.shrinks.append(ShrinkRecord(bucket, "", {
                     "skipped": f"{max(left, 0):.0f}s of budget left"}, False))
                 continue
-            self.report.shrinks.append(self._shrink_one(bucket, budget))
+            record = self._shrink_one(bucket, budget)
+            self.report.shrinks.append(record)
+            if record.record.get("stopped") == "budget":
+                cut_short.append(bucket)
+        while cut_short and deadline - time.monotonic() >= _MIN_SHRINK_S:
+            bucket = cut_short.pop(0)
+            record = self._shrink_one(bucket, (deadline - time.monotonic()) / (len(cut_short) + 1))
+            self.report.shrinks = [r for r in self.report.shrinks if r.bucket != bucket] + [record]
 
     def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         from fuzz.edits import size_key
@@ -376,7 +387,7 @@ class Campaign:
             return triage.solo_key(target, candidate, method) == wanted
 
         result = shrink(entry.sample, same_bucket, budget_s)
-        record = result.to_dict()
+        record = _merged(entry.shrink, result.to_dict())
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)
         # The stored evidence (error line, numbers, programs) must be the shrunk case's.
@@ -390,6 +401,18 @@ class Campaign:
         with deferred():
             replaced = corpus.replace_if_smaller(root, shrunk, size_key)
         return ShrinkRecord(bucket, target.name, record, replaced)
+
+
+def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """A case shrunk again continues its record: sizes from the very first
+    case, steps and seconds summed over every pass."""
+    if not before or "size_before" not in before:
+        return now
+    merged = dict(now, size_before=before["size_before"],
+                  passes=int(before.get("passes", 1)) + 1)
+    for counter in ("steps_tried", "steps_accepted", "seconds"):
+        merged[counter] = before.get(counter, 0) + now.get(counter, 0)
+    return merged
 
 
 def run_campaign(options: CampaignOptions,

@@ -214,7 +214,16 @@ class Triage:
     def solo_key(self, target: Target, sample: Sample, culprit_method: str | None) -> str | None:
         """The key ``target`` alone gives ``sample`` (no cross-target blame): what
         shrinking holds fixed. None when it passes. ``culprit_method`` ("op" or
-        "features") says how a mismatch's culprit is recomputed."""
+        "features") says how a mismatch's culprit is recomputed.
+
+        For an op culprit, localization alone is tried first: it compiles the
+        program with its intermediates exposed and judges it against float64
+        eager itself, so when it names a culprit the case is a mismatch in
+        that op at the cost of one compile instead of two."""
+        if culprit_method == "op":
+            (quick,) = self.pool.run([LocalizeJob(target, sample, 0, self.tolerance)])
+            if culprit_of(quick):
+                return mismatch_key(target.name, str(culprit_of(quick)))
         verdict, outcome, _ = self.solo_verdict(target, sample)
         if outcome is None or verdict is Verdict.PASS:
             return None

@@ -155,3 +155,17 @@ def test_eager_float32_failing_alone_is_pytorchs() -> None:
     targets = {"fake-ok": resolve_targets(["fake-ok"])[0], EAGER: resolve_targets([EAGER])[0]}
     (finding,) = triage.findings(tiny_sample(), targets, {**results, EAGER: eager}, outcomes)
     assert finding.owner == "pytorch:eager" and finding.verdict is Verdict.RUNTIME_ERROR
+
+
+def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
+    from fuzz.campaign import _merged
+
+    first = {"size_before": {"tables": 3}, "size_after": {"tables": 2}, "steps_tried": 10,
+             "steps_accepted": 4, "seconds": 30.0, "stopped": "budget"}
+    again = {"size_before": {"tables": 2}, "size_after": {"tables": 1}, "steps_tried": 5,
+             "steps_accepted": 1, "seconds": 12.5, "stopped": "fixpoint"}
+    merged = _merged(first, again)
+    assert merged["size_before"] == {"tables": 3} and merged["size_after"] == {"tables": 1}
+    assert (merged["steps_tried"], merged["steps_accepted"], merged["seconds"]) == (15, 5, 42.5)
+    assert merged["stopped"] == "fixpoint" and merged["passes"] == 2
+    assert _merged(None, again) == again
