@@ -37,7 +37,7 @@ from strategies import samples
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
            "ShrinkRecord", "run_campaign", "dispatch_order", "PHASES"]
 
-PHASES = ("replay", "generate", "shrink")
+PHASES = ("replay", "generate", "shrink", "report")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
 
@@ -61,6 +61,8 @@ class CampaignOptions:
     shrink: bool = True
     # Per new bucket; the shrink phase as a whole takes at most a third of the budget.
     shrink_budget_s: float = 60.0
+    # Write and check repro.py, tool files and REPORT.md for new / shrunk buckets.
+    report: bool = True
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class ReplayRecord:
     now: tuple[str, ...] = ()  # the buckets it lands in today
     seconds: float = 0.0
     note: str = ""
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> stage -> s
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class CampaignReport:
     shrinks: list[ShrinkRecord] = field(default_factory=list)
     localizations: int = 0
     ablations: int = 0
+    repro_status: dict[str, str] = field(default_factory=dict)  # bucket -> repro check
     interrupted: int | None = None  # the signal that stopped the campaign
 
     @property
@@ -149,6 +153,7 @@ class Campaign:
         self._on_start = on_start
         self._on_phase = on_phase
         self.pool: WorkerPool | None = None
+        self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
 
     # -- the engine -------------------------------------------------------------
@@ -171,6 +176,8 @@ class Campaign:
                         self._phase("generate", lambda: self._generate(deadline))
                         if options.shrink:
                             self._phase("shrink", lambda: self._shrink(deadline))
+                        if options.report:
+                            self._phase("report", self._write_reports)
                     finally:
                         self.report.workers_replaced = pool.replaced
                         self.report.localizations = self.triage.localizations
@@ -223,7 +230,17 @@ class Campaign:
         note = "" if entry.key_version == KEY_VERSION else \
             f"stored with bucket-key version {entry.key_version}, now {KEY_VERSION}"
         return ReplayRecord(entry.bucket, entry.target, status, now,
-                            time.monotonic() - began, note)
+                            time.monotonic() - began, note, dict(self._last_timings))
+
+    def reproduce(self, bucket: str) -> ReplayRecord:
+        """Re-run one stored case through the engine (``dlrm-fuzz repro``)."""
+        entry = corpus.load_entry(self.options.corpus_dir / bucket)
+        with stop_signals(), WorkerPool(1, self.options.timeout_s, self.options.memory_mb,
+                                        cache_dir=self.options.cache_dir,
+                                        cache_mb=self.options.cache_mb) as pool:
+            self.pool = pool
+            self.triage = Triage(pool, self.options.tolerance)
+            return self._replay_one(entry)
 
     def _blame_witnesses(self, entry: CorpusEntry, target: Target) -> list[Target]:
         """A mismatch blamed on a shared lowering needs a second backend to be
@@ -277,6 +294,7 @@ class Campaign:
         answers = self.pool.run([(t, sample) for t in self.references + ordered])
         reference, eager = answers[0], answers[1]
         results = {t.name: r for t, r in zip(ordered, answers[2:])}
+        self._last_timings = {name: dict(r.timings) for name, r in results.items()}
         try:
             outcomes = self.triage.outcomes(results, reference, eager)
         except ReferenceFailed as exc:
@@ -342,6 +360,21 @@ class Campaign:
             except (OSError, ValueError, KeyError, TypeError):
                 self._sizes[bucket] = ()  # junk: never replaced by us
         return self._sizes[bucket]
+
+    # -- report -------------------------------------------------------------------
+    def _write_reports(self) -> None:
+        """repro.py, tool files and REPORT.md for every bucket this campaign
+        stored or replaced, in parallel (one worker job per bucket)."""
+        from fuzz.bugreport import BugReportJob, file_bug_report
+
+        assert self.pool is not None
+        root = self.options.corpus_dir
+        buckets = [f.bucket for f in self.report.new_buckets]
+        buckets += [s.bucket for s in self.report.shrinks if s.replaced and s.bucket not in buckets]
+        jobs = [BugReportJob(str(root / bucket), self.options.table) for bucket in buckets]
+        for bucket, answer in zip(buckets, self.pool.run(jobs) if jobs else []):
+            with deferred():
+                self.report.repro_status[bucket] = file_bug_report(root, bucket, answer)
 
     # -- shrink -------------------------------------------------------------------
     def _shrink(self, deadline: float) -> None:

@@ -95,10 +95,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
                      help="shrinking time per new bucket (default 60s; the shrink phase "
                           "takes at most a third of --budget)")
+    run.add_argument("--no-report", action="store_true",
+                     help="skip writing repro.py, tool files and REPORT.md for new buckets")
     targets = sub.add_parser("targets", help="list the targets, whether each runs here, and why not")
     _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
     show.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
+    repro = sub.add_parser("repro", help="re-run one stored case: does it still reproduce?")
+    repro.add_argument("bucket", help="the bucket id (its folder name in the corpus)")
+    repro.add_argument("--corpus", type=Path, default=Path("corpus"))
+    repro.add_argument("--timeout", type=parse_duration, default=300.0,
+                       help="wall-clock limit per target (default 300s)")
+    repro.add_argument("--write", action="store_true",
+                       help="also (re)write and check repro.py, the tool files and REPORT.md")
+    _plugin_option(repro)
+    digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
+    digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
+    digest.add_argument("--format", choices=("md", "json"), default="md")
     return parser
 
 
@@ -118,6 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":
             return _corpus(console, err, args.path)
+        if args.command == "report":
+            return _digest(err, args.path, args.format)
+        if args.command == "repro":
+            return _repro(console, err, args)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
@@ -160,6 +177,48 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
     return EXIT_OK
 
 
+def _digest(err: Console, path: Path, fmt: str) -> int:
+    from fuzz.report import digest_json, digest_markdown
+
+    entries, junk = corpus.load(path)
+    sys.stdout.write(digest_json(entries) if fmt == "json" else digest_markdown(entries))
+    for line in junk:
+        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
+    """Exit 1 while the stored bug reproduces, 0 once it is fixed (as repro.py does)."""
+    folder = args.corpus / args.bucket
+    if not (folder / "case.json").is_file():
+        raise CorpusError(f"bucket={args.bucket!r}: no such case in {str(args.corpus)!r}; "
+                          f"list them with `dlrm-fuzz corpus {args.corpus}`")
+    try:
+        entry = corpus.load_entry(folder)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorpusError(f"bucket={args.bucket!r}: unreadable ({exc}); it is kept as it is") from exc
+    table = target_table(args.target_plugin)
+    options = CampaignOptions(corpus_dir=args.corpus, table=table, targets=(entry.target,),
+                              timeout_s=args.timeout, workers=1, replay=False, shrink=False)
+    campaign = Campaign(options)
+    record = campaign.reproduce(args.bucket)
+    console.print(f"{args.bucket}: {record.status} on {record.target}"
+                  + (f"; now in {', '.join(record.now)}" if record.now else "")
+                  + (f" ({record.note})" if record.note else ""), markup=False, soft_wrap=True)
+    for target, stages in record.timings.items():
+        times = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in stages.items())
+        console.print(f"  {target}: {times}", markup=False)
+    if args.write:
+        from fuzz.bugreport import BugReportJob, file_bug_report
+        from fuzz.workers import WorkerPool
+
+        with WorkerPool(1, timeout_s=args.timeout) as pool:
+            (answer,) = pool.run([BugReportJob(str(folder), table)])
+        console.print(f"repro.py: {file_bug_report(args.corpus, args.bucket, answer)}",
+                      markup=False)
+    return 1 if record.status in ("still-failing", "moved") else EXIT_OK
+
+
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
     names = None if args.targets is None else tuple(
         n.strip() for n in args.targets.split(",") if n.strip())
@@ -170,7 +229,8 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               max_samples=args.max_samples,
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,
-                              shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget)
+                              shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
+                              report=not args.no_report)
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
@@ -234,12 +294,14 @@ def _summary(console: Console, report: CampaignReport) -> None:
     console.print(verdicts)
     if report.new_buckets:
         found = Table(title="new failure buckets")
-        for column in ("bucket", "owner on targets", "verdict", "culprit / first error line"):
+        for column in ("bucket", "owner on targets", "verdict", "culprit / first error line",
+                       "repro.py"):
             found.add_column(column, overflow="fold")
         for finding in report.new_buckets:
             o = finding.outcome
             _row(found, finding.bucket, f"{finding.owner} on {', '.join(finding.targets)}",
-                          o.verdict.value, (finding.culprit or o.error)[:120])
+                          o.verdict.value, (finding.culprit or o.error)[:120],
+                          report.repro_status.get(finding.bucket, "-"))
         console.print(found)
     if report.shrinks:
         shrunk = Table(title="shrinking (size: tables/examples/indices)")

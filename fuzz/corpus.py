@@ -42,7 +42,7 @@ from oracles.signature import KEY_VERSION
 from oracles.verdict import Verdict
 
 __all__ = ["CorpusEntry", "CorpusError", "save", "load", "load_entry", "record_seen",
-           "replace_if_smaller", "SCHEMA"]
+           "update_case", "replace_if_smaller", "SCHEMA"]
 
 SCHEMA = 2
 _READABLE_SCHEMAS = (1, 2)
@@ -75,6 +75,11 @@ class CorpusEntry:
     features: tuple[str, ...] = ()
     campaign_seed: int | None = None
     shrink: dict[str, Any] | None = None
+    # Written with the reproducer (fuzz.bugreport): "reproduces" or why not,
+    # what repro.py is (kind, target, lines), the command-line tool files.
+    repro_status: str | None = None
+    repro: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, Any] = field(default_factory=dict)
     tool_versions: dict[str, str] = field(default_factory=tool_versions)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                time.gmtime()))
@@ -97,6 +102,7 @@ class CorpusEntry:
             "seen_on": sorted(self.seen_on), "shape_modes": list(self.shape_modes),
             "features": list(self.features),
             "campaign_seed": self.campaign_seed, "shrink": self.shrink,
+            "repro_status": self.repro_status, "repro": self.repro, "tools": self.tools,
             "tool_versions": self.tool_versions, "created": self.created,
             "config": self.sample.config.to_dict(), "seed": self.sample.seed,
             "batches": len(self.sample.batches),
@@ -117,7 +123,9 @@ class CorpusEntry:
             numbers=dict(case.get("numbers") or {}), timings=dict(case.get("timings") or {}),
             seen_on=tuple(case.get("seen_on") or (case["target"],)),
             features=tuple(case.get("features") or ()), campaign_seed=case.get("campaign_seed"),
-            shrink=case.get("shrink"), tool_versions=dict(case.get("tool_versions") or {}),
+            shrink=case.get("shrink"), repro_status=case.get("repro_status"),
+            repro=dict(case.get("repro") or {}), tools=dict(case.get("tools") or {}),
+            tool_versions=dict(case.get("tool_versions") or {}),
             created=str(case.get("created", "")), key_version=int(case.get("key_version", 1)),
             detail=detail, path=path)
 
@@ -197,25 +205,45 @@ def save(root: Path, entry: CorpusEntry) -> Path | None:
     return final
 
 
-def record_seen(root: Path, bucket: str, targets: Any) -> bool:
-    """Add ``targets`` to a stored bucket's ``seen_on``; True when it grew.
-    Atomic (temporary file + rename) and serialized by the corpus lock."""
+def _rewrite_case(root: Path, bucket: str,
+                  change: Callable[[dict[str, Any]], bool]) -> bool:
+    """Read-modify-write of one ``case.json``: serialized by the corpus lock,
+    written through a temporary file and a rename. ``change`` edits the case
+    in place and says whether anything changed; a missing or junk case is
+    left alone (False)."""
     folder = root / bucket
     with _locked(root):
         try:
             case = json.loads((folder / "case.json").read_text())
         except (OSError, ValueError):
-            return False  # not there, or junk: leave it alone
-        seen = set(case.get("seen_on") or [case.get("target")])
-        grown = seen | set(targets)
-        if grown == seen:
             return False
-        case["seen_on"] = sorted(str(t) for t in grown if t)
-        case["shape_modes"] = list(_shape_modes(case["seen_on"]))
+        if not isinstance(case, dict) or not change(case):
+            return False
         temp = folder / f".case.json.{os.getpid()}"
         temp.write_text(json.dumps(case, indent=2, sort_keys=True) + "\n")
         os.replace(temp, folder / "case.json")
         return True
+
+
+def record_seen(root: Path, bucket: str, targets: Any) -> bool:
+    """Add ``targets`` to a stored bucket's ``seen_on``; True when it grew."""
+    def grow(case: dict[str, Any]) -> bool:
+        seen = set(case.get("seen_on") or [case.get("target")])
+        grown = seen | set(targets)
+        case["seen_on"] = sorted(str(t) for t in grown if t)
+        case["shape_modes"] = list(_shape_modes(case["seen_on"]))
+        return grown != seen
+
+    return _rewrite_case(root, bucket, grow)
+
+
+def update_case(root: Path, bucket: str, **fields: Any) -> bool:
+    """Set top-level fields of a stored case (e.g. ``repro_status``) atomically."""
+    def apply(case: dict[str, Any]) -> bool:
+        case.update(fields)
+        return True
+
+    return _rewrite_case(root, bucket, apply)
 
 
 def replace_if_smaller(root: Path, entry: CorpusEntry,

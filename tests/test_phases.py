@@ -138,6 +138,14 @@ def test_shrinking_keeps_the_bucket_and_ends_minimal(tmp_path: Path) -> None:
                                      max_samples=0, shrink=False, workers=2,
                                      cache_dir=tmp_path / "cache")).run()
     assert [(r.bucket, r.status) for r in again.replays] == [(bucket, "still-failing")]
+    # The report phase wrote a checked, standalone single-op reproducer and the report.
+    assert report.repro_status == {bucket: "reproduces"}
+    assert entry.path is not None
+    stored = corpus.load_entry(entry.path)
+    assert stored.repro_status == "reproduces" and stored.repro["kind"] == "single-op"
+    assert len((entry.path / "repro.py").read_text().splitlines()) <= 40
+    text = (entry.path / "REPORT.md").read_text()
+    assert "**torch-mlir** (llvm/torch-mlir)" in text and "iree-run-module" in text
 
 
 
