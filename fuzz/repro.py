@@ -1,0 +1,632 @@
+"""Standalone reproducers: a ``repro.py`` a torch-mlir or IREE maintainer can run
+without dlrm-fuzz.
+
+For one corpus entry this module writes ``repro.py`` (plus the data it loads)
+into the entry's folder and checks it by running it in a fresh isolated
+interpreter. The script imports only torch, torch_mlir, iree.compiler,
+iree.runtime and numpy (and the standard library), runs the same stages with
+the exact flags and device description the target used, prints
+``signature: <signature>`` only when it observes the fault, and exits 1 while
+the bug is present, 0 once it is fixed, 2 when it cannot run (no device, or a
+different error, which it prints). It takes the smallest honest form: for a
+MISMATCH localized to one op, a single-op module fed that op's real inputs
+(captured from the eager run of the stored sample) and judged against the
+same op in float64; otherwise, or when that form does not reproduce, the
+shrunk DLRM written out as plain PyTorch, generated from the exported ATen
+graph, with its weights in ``params.npz``. A repro that does not fail is
+never passed off as one: the returned ``Repro.status`` says so, for the case
+to record. It runs in a worker process (torch available); failures of the
+toolchain never raise, only bugs of ours do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from fuzz.corpus import CorpusEntry
+from fuzz.targets import TARGETS, CompiledTarget, IreeTarget, Target, VulkanTarget
+from oracles.results import Stage
+from oracles.verdict import Verdict
+
+__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts",
+           "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]
+
+# What a repro may import: the toolchain under test, numpy, and the standard
+# library modules the templates below use.
+ALLOWED_IMPORTS = frozenset({"torch", "torch_mlir", "iree.compiler", "iree.runtime", "numpy",
+                             "sys", "os", "re", "tempfile"})
+# Arrays up to this size are written into the script; larger ones beside it.
+INLINE_MAX_ELEMENTS = 64
+# IREE targets to reproduce a refbackend finding on, most familiar first.
+_PREFERRED = ("iree-cpu", "iree-cpu-sync", "iree-vmvx")
+_OUTPUT_CHARS = 4000
+# Placeholders oracles.normalize puts in an error key, and the spot where it
+# dropped an op dump (": name = "): the text between them is the fault's own.
+_PLACEHOLDER = re.compile(r"\bN\b|%v|<src>|<file>|\[\.\.\.\]|tensor<\.\.\.>|0x\.\.\.|"
+                          r"loc\(\.\.\.\)|: name = ")
+
+
+@dataclass(frozen=True)
+class Repro:
+    """What was written and whether it reproduces (``status`` starts with
+    "reproduces", "does not reproduce: " or "cannot run: ")."""
+
+    kind: str  # "single-op" | "model"
+    target: str
+    lines: int
+    status: str
+    exit_code: int | None
+    output: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- which target -----------------------------------------------------------
+
+def repro_target(entry: CorpusEntry, table: dict[str, Target] | None = None) -> Target:
+    """The IREE target the repro runs: the entry's own when it is one; else the
+    IREE target it was also seen on that lowers the same way (output type,
+    shape mode), most familiar first; else any IREE target of that output
+    type. A maintainer of IREE or torch-mlir runs IREE, not our refbackend."""
+    table = TARGETS if table is None else table
+    own = table.get(entry.target)
+    if isinstance(own, IreeTarget):
+        return own
+    output_type = own.output_type if isinstance(own, CompiledTarget) else "linalg-on-tensors"
+    dynamic = bool(getattr(own, "dynamic", False)) or entry.target.endswith("-dyn")
+
+    def rank(name: str) -> tuple[int, int, int, str]:
+        target = table[name]
+        assert isinstance(target, IreeTarget)
+        base = name[:-4] if name.endswith("-dyn") else name
+        familiar = _PREFERRED.index(base) if base in _PREFERRED else len(_PREFERRED)
+        return (target.output_type != output_type, target.dynamic != dynamic, familiar, name)
+
+    seen = [n for n in entry.seen_on if isinstance(table.get(n), IreeTarget)]
+    if seen:
+        return table[min(seen, key=rank)]
+    same = [n for n, t in table.items() if isinstance(t, IreeTarget) and t.output_type == output_type]
+    if not same:
+        raise ValueError(f"target={entry.target!r}: no IREE target in the table lowers "
+                         f"{output_type!r}; pass a table with one (see fuzz.targets.TARGETS)")
+    return table[min(same, key=rank)]
+
+
+# -- running a repro ----------------------------------------------------------
+
+def run_repro(folder: Path, timeout_s: float = 600, python: str = sys.executable) -> tuple[int, str]:
+    """Run ``python -I repro.py`` in ``folder``: isolated, so neither the folder
+    nor PYTHONPATH can lend it dlrm-fuzz. Returns (exit code, output tail);
+    124 when it ran past ``timeout_s``."""
+    from fuzz.devices import ensure_runtime_environment
+
+    ensure_runtime_environment()  # Vulkan's loader wants XDG_RUNTIME_DIR
+    try:
+        done = subprocess.run([python, "-I", "repro.py"], cwd=folder, capture_output=True,
+                              text=True, timeout=timeout_s, env=dict(os.environ))
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        return 124, f"{out or ''}\ntimed out after {timeout_s:.0f} s"[-_OUTPUT_CHARS:]
+    return done.returncode, (done.stdout + done.stderr)[-_OUTPUT_CHARS:]
+
+
+def _status(entry: CorpusEntry, code: int, output: str) -> str:
+    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+    if code == 1 and f"signature: {entry.signature}" in output:
+        return "reproduces"
+    if code == 2:
+        cannot = next((line for line in output.splitlines() if line.startswith("cannot run")), last)
+        return f"cannot run: {cannot.removeprefix('cannot run: ')[:300]}"
+    return f"does not reproduce: exit {code}: {last[:300]}"
+
+
+# -- writing ------------------------------------------------------------------
+
+def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
+                check: bool = True, timeout_s: float = 600) -> Repro:
+    """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
+    the single-op form when the culprit op is known and it reproduces, else
+    the model form, whose status says whether it reproduces."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"folder={str(folder)!r}: not a folder; pass the entry's corpus folder")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s}: must be > 0")
+    target = repro_target(entry, table)
+    assert isinstance(target, IreeTarget)
+    tried = ""
+    if entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"):
+        single = _attempt(folder, entry, target, "single-op", check, timeout_s)
+        if single is not None and (not check or single.status == "reproduces"):
+            return single
+        _remove(folder, "arg*.npy")
+        tried = f" (single-op form: {single.status if single else 'op not found in the graph'})"
+    model = _attempt(folder, entry, target, "model", check, timeout_s)
+    assert model is not None
+    if tried and model.status != "reproduces":
+        return dataclasses.replace(model, status=model.status + tried)
+    return model
+
+
+def _attempt(folder: Path, entry: CorpusEntry, target: IreeTarget, kind: str, check: bool,
+             timeout_s: float) -> Repro | None:
+    try:
+        files = _single_op_files(entry, target) if kind == "single-op" else _model_files(entry, target)
+    except _ToolchainFailed as failed:
+        return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
+    if files is None:
+        return None
+    for name, data in files.items():
+        _write_atomic(folder / name, data)
+    lines = len(str(files["repro.py"]).splitlines())
+    if not check:
+        return Repro(kind, target.name, lines, "not checked", None, "")
+    code, output = run_repro(folder, timeout_s)
+    return Repro(kind, target.name, lines, _status(entry, code, output), code, output)
+
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
+    raw = data.encode() if isinstance(data, str) else data
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _remove(folder: Path, pattern: str) -> None:
+    for path in folder.glob(pattern):
+        path.unlink(missing_ok=True)
+
+
+class _ToolchainFailed(Exception):
+    """The toolchain could not give us the program to write out (export failed)."""
+
+
+# -- the exported graph ---------------------------------------------------------
+
+def _export(entry: CorpusEntry, target: IreeTarget) -> Any:
+    """torch.export of the model exactly as the target exports it (static on
+    the first batch's shapes, or dynamic from the tracing example)."""
+    import torch
+
+    from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+
+    config = entry.sample.config
+    example = tracing_example(config) if target.dynamic else entry.sample.batches[0].flat()
+    spec = dynamic_shapes(config) if target.dynamic else None
+    try:
+        return torch.export.export(build(config, entry.sample.seed),
+                                   to_torch(example, config.num_tables), dynamic_shapes=spec)
+    except Exception as exc:
+        raise _ToolchainFailed(f"torch.export failed: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from exc
+
+
+def _state(exported: Any) -> dict[str, Any]:
+    """Placeholder name -> tensor, for every parameter, buffer and lifted constant."""
+    values = {}
+    for spec in exported.graph_signature.input_specs:
+        if spec.kind.name != "USER_INPUT":
+            source = exported.state_dict if spec.target in exported.state_dict else exported.constants
+            values[spec.arg.name] = source[spec.target]
+    return values
+
+
+def _user_inputs(exported: Any) -> list[str]:
+    return [s.arg.name for s in exported.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+
+
+# -- single-op form -------------------------------------------------------------
+
+def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | bytes] | None:
+    """The culprit op alone, fed the inputs it got in the eager run of batch 0."""
+    exported = _export(entry, target)
+    found = _find_op(exported.graph_module, str(entry.culprit).removeprefix("op:"))
+    if found is None:
+        return None
+    node, index = found
+    args, kwargs = _captured(exported, entry, node)
+    tensors: list[Any] = []
+    call = _render_call(node.target, args, kwargs, tensors)
+    if index is not None or isinstance(node.meta.get("val"), (tuple, list)):
+        call += f"[{index or 0}]"
+    files: dict[str, str | bytes] = {}
+    data = []
+    for i, tensor in enumerate(tensors):
+        array = tensor.detach().contiguous().numpy()
+        if array.size <= INLINE_MAX_ELEMENTS:
+            data.append(_literal(array))
+        else:
+            files[f"arg{i}.npy"] = _npy(array)
+            data.append(f'np.load("arg{i}.npy", allow_pickle=False)')
+    files["repro.py"] = _single_op_script(entry, target, str(node.target), call, data)
+    return files
+
+
+def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
+    """The first op node the culprit names (and which of its outputs, when
+    the name came from a ``getitem``), as ``fuzz.localize`` names them."""
+    from fuzz.localize import culprit_name
+
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or culprit_name(node) != culprit:
+            continue
+        if node.target is operator.getitem:
+            return node.args[0], int(node.args[1])
+        return node, None
+    return None
+
+
+def _captured(exported: Any, entry: CorpusEntry, node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The real arguments ``node`` received in an eager run of batch 0."""
+    import torch
+    import torch.fx
+
+    captured: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            if n is node:
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                captured.append((tuple(args), dict(kwargs)))
+            return super().run_node(n)
+
+    state = _state(exported)
+    flat = [torch.from_numpy(np.ascontiguousarray(a)) for a in entry.sample.batches[0].flat()]
+    inputs = [state[s.arg.name] if s.kind.name != "USER_INPUT" else flat.pop(0)
+              for s in exported.graph_signature.input_specs]
+    with torch.no_grad():
+        Recorder(exported.graph_module).run(*inputs)
+    return captured[0]
+
+
+def _render_call(op: Any, args: Sequence[Any], kwargs: dict[str, Any], tensors: list[Any]) -> str:
+    """``torch.ops.aten.x.y(a0, 0, False, ...)``: tensors become module inputs."""
+    parts = [_render(a, tensors) for a in args]
+    parts += [f"{k}={_render(v, tensors)}" for k, v in kwargs.items()]
+    return f"torch.ops.{op}({', '.join(parts)})"
+
+
+def _render(value: Any, tensors: list[Any]) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return f"a{len(tensors) - 1}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_render(v, tensors) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, float) and not np.isfinite(value):
+        return f'float("{value}")'
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    return repr(value)
+
+
+def _literal(array: np.ndarray) -> str:
+    text = f"np.array({array.tolist()!r}, np.{array.dtype.name})"
+    return text if array.ndim == 1 else f"{text}.reshape({tuple(array.shape)!r})"
+
+
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str,
+                      data: list[str]) -> str:
+    names = ", ".join(f"a{i}" for i in range(len(data)))
+    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
+        if target.dynamic else ""
+    lines = [
+        f'"""Repro: {op} on {target.name} vs the same op in float64 (exit 1: bug, 0: fixed, 2: cannot run).',
+        f'{entry.signature}"""',
+        *_IMPORTS_RUNTIME,
+        f"SIGNATURE = {entry.signature!r}",
+        "ARGS = [",
+        *(f"    {d}," for d in data),
+        "]",
+        *_device_lines(target),
+        "",
+        "class Op(torch.nn.Module):",
+        f"    def forward(self, {names}):",
+        f"        return {call}",
+        "",
+        "def tensors(f64=False):",
+        "    return tuple(torch.from_numpy(a).double() if f64 and a.dtype.kind == 'f' "
+        "else torch.from_numpy(a) for a in ARGS)",
+        "",
+        "try:",
+        f"    ep = torch.export.export(Op(), tensors(){spec})",
+        f"    mlir = str(fx.export_and_import(ep, output_type={target.output_type!r}, func_name='main'))",
+        *_compile_and_load(target, indent="    "),
+        "    got = " + _host(target, "ctx.modules.module['main'](*ARGS)") + ".astype(np.float64)",
+        "except Exception as exc:  # not the bug this repro is about",
+        "    print(f'cannot run: {type(exc).__name__}: {exc}')",
+        "    sys.exit(2)",
+        "with torch.no_grad():",
+        "    ref, e32 = Op()(*tensors(True)).numpy(), Op()(*tensors()).numpy().astype(np.float64)",
+        "bad = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
+        "if got.shape == ref.shape else np.ones(1, bool)",
+        "print(f'{bad.sum()}/{bad.size} elements off tolerance; got {got.shape}, ref64 {ref.shape}')",
+        "if bad.any():",
+        "    print('signature:', SIGNATURE)",
+        "sys.exit(int(bad.any()))",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_IMPORTS_RUNTIME = ["import sys", "import numpy as np", "import torch", "from torch_mlir import fx",
+                    "import iree.compiler as ireec", "import iree.runtime as rt"]
+
+
+def _device_lines(target: IreeTarget, read_back: bool = True) -> list[str]:
+    """The Vulkan device description, and how results come back to the host:
+    plain ``to_host``, except on Vulkan (lavapipe cannot import a numpy
+    array's memory, so copy via staging)."""
+    if not isinstance(target, VulkanTarget):
+        return []
+    described = ["DEVICE_TARGETS = " + repr(_vulkan_device_targets(target))]
+    if not read_back:
+        return described
+    return [
+        *described,
+        "",
+        "def host(value):  # lavapipe cannot import host memory for to_host(): copy via staging",
+        "    view, device = value._buffer_view, ctx.config.device",
+        "    shape = [int(d) for d in view.shape]",
+        "    dtype = np.dtype(rt.HalElementType.map_to_dtype(view.element_type))",
+        "    source, size = view.get_buffer(), int(view.get_buffer().byte_length())",
+        "    if size == 0:",
+        "        return np.zeros(shape, dtype)",
+        "    staging = device.allocator.allocate_buffer(",
+        "        memory_type=rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE,",
+        "        allowed_usage=rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED,",
+        "        allocation_size=size)",
+        "    semaphore = device.create_semaphore(0)",
+        "    device.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(semaphore, 0),",
+        "                      signal_semaphores=rt.HalFence.create_at(semaphore, 1))",
+        "    rt.HalFence.create_at(semaphore, 1).wait()",
+        "    return np.array(staging.map().asarray(shape, dtype), copy=True)",
+    ]
+
+
+def _host(target: IreeTarget, call: str) -> str:
+    return f"host({call})" if isinstance(target, VulkanTarget) else f"np.asarray({call}.to_host())"
+
+
+def _vulkan_device_targets(target: IreeTarget) -> str:
+    """The ``hal.device.targets`` attribute the target attaches (empty when it
+    uses flags instead), as compiled here: the device description is part of
+    the program IREE compiled."""
+    from fuzz.vulkan import prepare_for_vulkan
+
+    source, _ = prepare_for_vulkan("module {\n}", target.flags)
+    found = re.match(r"module attributes \{(.*)\} \{", source)
+    return found.group(1) if found else ""
+
+
+def _flags(target: IreeTarget) -> list[str]:
+    if isinstance(target, VulkanTarget):
+        from fuzz.vulkan import prepare_for_vulkan
+
+        return list(prepare_for_vulkan("module {\n}", target.flags)[1])
+    return list(target.flags)
+
+
+def _compile_and_load(target: IreeTarget, indent: str) -> list[str]:
+    lines = []
+    if isinstance(target, VulkanTarget):
+        lines += ["if DEVICE_TARGETS:  # compile for this Vulkan device's description",
+                  "    head = 'module attributes {' + DEVICE_TARGETS",
+                  "    mlir = mlir.replace('module attributes {', head + ', ', 1) "
+                  "if 'module attributes {' in mlir else mlir.replace('module {', head + '} {', 1)"]
+    lines += [f"vmfb = ireec.compile_str(mlir, target_backends=[{target.backend!r}], "
+              f"extra_args={_flags(target)!r})",
+              f"ctx = rt.SystemContext(config=rt.Config({target.driver!r}))",
+              "ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))"]
+    return [indent + line for line in "\n".join(lines).splitlines()]
+
+
+# -- model form -----------------------------------------------------------------
+
+def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | bytes]:
+    """The exported ATen graph as a plain function, its state in params.npz."""
+    import io
+
+    exported = _export(entry, target)
+    state = _state(exported)
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: v.detach().contiguous().numpy() for k, v in state.items()})
+    files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
+                                     "inputs.npz": entry.sample.npz_bytes()}
+    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported))
+    return files
+
+
+def _graph_code(exported: Any) -> list[str]:
+    """``forward``'s body as a function ``dlrm`` of state then inputs, without
+    fx's ``x = None`` clean-ups."""
+    code = exported.graph_module.code.strip().splitlines()
+    header = code[0].replace("def forward(self, ", "def dlrm(")
+    text = "\n".join(code)
+    names = [line for word, line in (("device", "from torch import device"), ("inf", "inf = float('inf')"),
+                                     ("nan", "nan = float('nan')"))
+             if re.search(rf"\b{word}\b", text)]
+    body = [re.sub(r";\s+[\w\s=]+= None$", "", line.rstrip()) for line in code[1:]]
+    return [*names, header, *(line for line in body if line.strip())]
+
+
+def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str]) -> str:
+    config = entry.sample.config
+    stage = Stage.parse(str(entry.stage))
+    error = entry.verdict is not Verdict.MISMATCH
+    needs_iree = not error or stage in (Stage.COMPILE, Stage.RUN)
+    lines = [
+        f'"""Repro: the shrunk DLRM as plain PyTorch (torch.export -> torch-mlir {target.output_type}'
+        + (f" -> IREE {target.backend} -> {target.driver}" if needs_iree else "") + ").",
+        f"{entry.signature}",
+        'Exit 1: bug present (prints the signature); 0: fixed; 2: cannot run."""',
+        "import os", "import tempfile",
+        *(_IMPORTS_RUNTIME if needs_iree else _IMPORTS_RUNTIME[:4]),
+        f"SIGNATURE = {entry.signature!r}",
+        f"STAGE, FAULT = {(stage.value if error else None)!r}, {fault_parts(entry) if error else []!r}",
+        "P = np.load('params.npz', allow_pickle=False)",
+        "X = np.load('inputs.npz', allow_pickle=False)",
+        f"T = {config.num_tables}",
+        "BATCHES = [[X[f'b{b}_dense'], *(X[f'b{b}_offsets{k}'] for k in range(T)), "
+        "*(X[f'b{b}_indices{k}'] for k in range(T))] for b in range(len(X.files) // (1 + 2 * T))]",
+        *(_device_lines(target, read_back=not error) if needs_iree else []),
+        "",
+        *graph,
+        "",
+        "class Model(torch.nn.Module):",
+        "    def __init__(self):",
+        "        super().__init__()",
+        "        for name in P.files:  # parameters stay parameters: torch-mlir imports them otherwise",
+        "            tensor = torch.from_numpy(P[name])",
+        "            if name.startswith('p_'):",
+        "                self.register_parameter(name, torch.nn.Parameter(tensor))",
+        "            else:",
+        "                self.register_buffer(name, tensor)",
+        "",
+        f"    def forward(self, {', '.join(inputs)}):",
+        f"        return dlrm(*(getattr(self, name) for name in P.files), {', '.join(inputs)})[0]",
+        "",
+        *_ATTEMPT,
+        "",
+        "model = Model().eval()",
+        *_export_lines(entry, target),
+        f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
+        "func_name='main')))",
+    ]
+    if error and stage in (Stage.EXPORT, Stage.IMPORT):
+        lines += ["print(f'{STAGE} passed: fixed')", "sys.exit(0)"]
+        return "\n".join(lines) + "\n"
+    compile_lines = _compile_and_load(target, indent="")
+    compile_call = compile_lines[-3].replace("ireec.compile_str(", "attempt('compile', lambda: ireec.compile_str(")
+    lines += [*compile_lines[:-3], compile_call + ")"]
+    if error and stage is Stage.COMPILE:
+        lines += ["print('compile passed: fixed')", "sys.exit(0)"]
+        return "\n".join(lines) + "\n"
+    lines += [
+        "try:",
+        "    " + compile_lines[-2],
+        "except Exception as exc:",
+        f"    print(f'cannot run: no usable {target.driver} device: {{exc}}')",
+        "    sys.exit(2)",
+        compile_lines[-1].replace("ctx.add_vm_module(", "attempt('run', lambda: ctx.add_vm_module(") + ")",
+        *([] if target.dynamic else
+          ["BATCHES = [b for b in BATCHES if [a.shape for a in b] == [a.shape for a in BATCHES[0]]]"]),
+    ]
+    if error:
+        lines += ["for inputs in BATCHES:",
+                  "    attempt('run', lambda: ctx.modules.module['main'](*inputs))",
+                  "print('run passed: fixed')", "sys.exit(0)"]
+        return "\n".join(lines) + "\n"
+    return "\n".join(lines + _judge_lines(target)) + "\n"
+
+
+def _judge_lines(target: IreeTarget) -> list[str]:
+    """A mismatch: every batch the artifact accepts, against float64 eager
+    under the tolerance rule of ``oracles.compare``."""
+    return [
+        "twin, bad = Model().double().eval(), 0",
+        "for b, inputs in enumerate(BATCHES):",
+        "    got = " + _host(target, "attempt('run', lambda: ctx.modules.module['main'](*inputs))")
+        + ".astype(np.float64)",
+        "    with torch.no_grad():",
+        "        e32 = model(*map(torch.from_numpy, inputs)).numpy().astype(np.float64)",
+        "        ref = twin(torch.from_numpy(inputs[0]).double(), *map(torch.from_numpy, inputs[1:])).numpy()",
+        "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
+        "if got.shape == ref.shape else np.ones(1, bool)",
+        "    print(f'batch {b}: {off.sum()}/{off.size} elements off tolerance; '",
+        "          f'got {got.shape}, ref64 {ref.shape}')",
+        "    bad += int(off.any())",
+        "if bad:",
+        "    print('signature:', SIGNATURE)",
+        "sys.exit(int(bad > 0))",
+    ]
+
+
+def _export_lines(entry: CorpusEntry, target: IreeTarget) -> list[str]:
+    """torch.export the way the target did: static on batch 0, or dynamic
+    (one batch dim, an index count per table) from a size-2 tracing example."""
+    if not target.dynamic:
+        return ["example = tuple(map(torch.from_numpy, BATCHES[0]))",
+                "ep = attempt('export', lambda: torch.export.export(model, example))"]
+    config = entry.sample.config
+    return [
+        f"IDX = np.{np.dtype(config.index_dtype).name}",
+        f"example = (torch.zeros(2, {config.num_dense}), *[torch.from_numpy(np.array([0, 1], IDX))] * T, "
+        "*[torch.from_numpy(np.zeros(2, IDX))] * T)",
+        "batch = torch.export.Dim('batch', min=1, max=2**20)",
+        "spec = ({0: batch}, *[{0: batch}] * T, "
+        "*({0: torch.export.Dim(f'indices_{k}', min=0, max=2**24)} for k in range(T)))",
+        "ep = attempt('export', lambda: torch.export.export(model, example, dynamic_shapes=spec))",
+    ]
+
+
+# The script's one stage boundary: MLIR prints its diagnostics on fd 2, not
+# into the exception, so fd 2 is captured around each stage.
+_ATTEMPT = [
+    "def attempt(stage, fn):",
+    "    '''Run one stage; on failure: exit 1 if it is the fault, else 2.'''",
+    "    sys.stderr.flush()",
+    "    saved, error = os.dup(2), None",
+    "    with tempfile.TemporaryFile() as sink:",
+    "        os.dup2(sink.fileno(), 2)",
+    "        try:",
+    "            value = fn()",
+    "        except Exception as exc:",
+    "            error = f'{type(exc).__name__}: {exc}'",
+    "        sys.stderr.flush()",
+    "        os.dup2(saved, 2)",
+    "        os.close(saved)",
+    "        sink.seek(0)",
+    "        printed = sink.read().decode('utf-8', 'replace')",
+    "    if error is None:",
+    "        return value",
+    "    text, at = ' '.join(f'{printed}\\n{error}'.split()), 0",
+    "    for part in FAULT:  # the fault's words, in order (numbers, names, shapes vary)",
+    "        at = -1 if at < 0 else text.find(part, at)",
+    "        at = at if at < 0 else at + len(part)",
+    "    if stage == STAGE and at >= 0:",
+    "        print(f'{stage} failed:', next((l for l in f'{printed}\\n{error}'.splitlines() "
+    "if all(p in l for p in FAULT[:1])), error)[:500])",
+    "        print('signature:', SIGNATURE)",
+    "        sys.exit(1)",
+    "    print(f'cannot run: {stage} failed with another error:', f'{printed}\\n{error}'.strip()[-3000:])",
+    "    sys.exit(2)",
+]
+
+
+def fault_parts(entry: CorpusEntry) -> list[str]:
+    """The literal words of the entry's normalized first error line (from its
+    signature), in order, with the placeholders the normalizer put in cut out:
+    the fault is present when the toolchain's text contains them all in order."""
+    what = entry.signature.split("|", 2)[-1]
+    if entry.op and what.startswith(f"{entry.op}|"):
+        what = what[len(entry.op) + 1:]
+    return [part.strip() for part in _PLACEHOLDER.split(what) if part.strip()]
