@@ -1,0 +1,231 @@
+"""Standalone reproducers: ``repro.py`` fails the same way the stored case did,
+passes once the bug is absent, and needs nothing of dlrm-fuzz.
+
+Unit tier: target choice, fault words, and the imports of generated scripts
+(written unchecked; no compiler runs). Pipeline tier (``-m pipeline``): the
+known bugs of torch 2.13 / torch-mlir 20261001 / IREE 3.13 (weighted pooling
+miscompiled, int32 indices failing to lower, an empty index table failing on
+Vulkan with dynamic shapes) reproduce through ``python -I repro.py``, and a
+case whose bug is absent gives a repro that exits 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fuzz.config import DLRMConfig
+from fuzz.corpus import CorpusEntry
+from fuzz.repro import ALLOWED_IMPORTS, Repro, fault_parts, repro_target, run_repro, write_repro
+from fuzz.sample import Batch, Sample
+from oracles.results import Stage
+from oracles.verdict import Verdict
+from tests.helpers import tiny_config, tiny_sample
+
+TOX_PYTHON = str(Path(__file__).resolve().parents[1] / ".tox" / "tests" / "bin" / "python")
+WEIGHTED = "MISMATCH|torch-mlir:linalg-on-tensors|op:aten.embedding_bag.padding_idx[per_sample_weights]"
+INT32 = ("LOWERING_INVALID_IR|torch-mlir:linalg-on-tensors|arith.select|error: 'arith.select' op "
+         "failed to verify that all of {true_value, false_value, result} have same type")
+VULKAN_EMPTY = ("RUNTIME_ERROR|iree:vulkan-spirv|Error invoking function: <src>: INVALID_ARGUMENT; "
+                "Vulkan dispatch binding N resolved to an empty buffer range")
+
+
+def one_table(**overrides: Any) -> DLRMConfig:
+    """The tiny config cut to one table (the shape shrinking leaves)."""
+    return tiny_config(ln_emb=(10,), ln_top=(5, 1), **overrides)
+
+
+def make_entry(sample: Sample, signature: str, target: str, seen_on: tuple[str, ...],
+               stage: Stage = Stage.RUN, **fields: Any) -> CorpusEntry:
+    verdict = Verdict(signature.split("|", 1)[0])
+    return CorpusEntry(bucket=f"{verdict.value.lower()}-test", signature=signature, verdict=verdict,
+                       owner=signature.split("|")[1], target=target, sample=sample, stage=stage,
+                       seen_on=seen_on, **fields)
+
+
+def weighted_entry(sample: Sample) -> CorpusEntry:
+    return make_entry(sample, WEIGHTED, "refbackend", ("refbackend", "iree-cpu", "iree-cpu-dyn"),
+                      culprit="op:aten.embedding_bag.padding_idx[per_sample_weights]")
+
+
+def int32_entry(sample: Sample) -> CorpusEntry:
+    return make_entry(sample, INT32, "refbackend", ("refbackend", "iree-cpu"), stage=Stage.IMPORT,
+                      op="arith.select")
+
+
+def empty_table_sample() -> Sample:
+    """One example whose only table gets no indices (an empty bag)."""
+    config = tiny_config(m_spa=1, ln_emb=(1,), ln_bot=(1, 1), ln_top=(2, 1))
+    batch = Batch(np.array([[0.5]], np.float32), (np.array([0], np.int64),), (np.zeros(0, np.int64),))
+    return Sample(config, 3, (batch,))
+
+
+def imported_modules(script: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.add(str(node.module))
+    return names
+
+
+def assert_standalone(folder: Path) -> None:
+    found = imported_modules(folder / "repro.py")
+    assert found <= ALLOWED_IMPORTS, found - ALLOWED_IMPORTS
+    assert not any(n.split(".")[0] in ("fuzz", "strategies", "oracles", "tests") for n in found)
+
+
+def assert_reproduces(repro: Repro, folder: Path, signature: str) -> None:
+    assert repro.status == "reproduces", repro
+    assert repro.exit_code == 1
+    assert f"signature: {signature}" in repro.output
+    assert_standalone(folder)
+    code, output = run_repro(folder, timeout_s=300, python=TOX_PYTHON)  # python -I, again
+    assert code == 1, output
+    assert f"signature: {signature}" in output
+
+
+# -- unit tier --------------------------------------------------------------------
+
+def test_repro_target_prefers_the_familiar_iree_target_with_the_same_lowering() -> None:
+    sample = tiny_sample(one_table())
+    assert repro_target(weighted_entry(sample)).name == "iree-cpu"
+    vmvx = make_entry(sample, WEIGHTED, "refbackend-dyn", ("refbackend-dyn", "iree-vmvx-dyn", "iree-torch"))
+    assert repro_target(vmvx).name == "iree-vmvx-dyn"
+    own = make_entry(sample, VULKAN_EMPTY, "iree-vulkan-dyn", ("iree-vulkan-dyn",))
+    assert repro_target(own).name == "iree-vulkan-dyn"
+    alone = make_entry(sample, WEIGHTED, "refbackend", ("refbackend",))
+    assert repro_target(alone).name == "iree-cpu"
+
+
+def test_fault_parts_are_the_literal_words_of_the_key() -> None:
+    entry = make_entry(empty_table_sample(), VULKAN_EMPTY, "iree-vulkan-dyn", ("iree-vulkan-dyn",))
+    assert fault_parts(entry) == ["Error invoking function:", ": INVALID_ARGUMENT; Vulkan dispatch binding",
+                                  "resolved to an empty buffer range"]
+    quantized = make_entry(empty_table_sample(),
+                           "LOWERING_UNSUPPORTED_OP|torch-mlir:torch|torch.quantized.x|error: failed to "
+                           "legalize operation 'torch.operator' that was explicitly marked illegal: "
+                           'name = "torch.quantized.x"', "iree-torch", ("iree-torch",),
+                           stage=Stage.IMPORT, op="torch.quantized.x")
+    assert fault_parts(quantized) == ["error: failed to legalize operation 'torch.operator' that was "
+                                      "explicitly marked illegal", '"torch.quantized.x"']
+
+
+@pytest.mark.parametrize("which", ["weighted", "int32", "vulkan", "model-mismatch"])
+def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) -> None:
+    sample = tiny_sample(one_table(weighted_pooling="fixed"))
+    entry = {"weighted": lambda: weighted_entry(sample),
+             "int32": lambda: int32_entry(tiny_sample(one_table(index_dtype="int32"))),
+             "vulkan": lambda: make_entry(empty_table_sample(), VULKAN_EMPTY, "iree-vulkan-dyn",
+                                          ("iree-vulkan-dyn",)),
+             "model-mismatch": lambda: make_entry(sample, WEIGHTED.replace("op:", "features:"),
+                                                  "iree-cpu", ("iree-cpu",))}[which]()
+    repro = write_repro(tmp_path, entry, check=False)
+    assert repro.status == "not checked" and repro.exit_code is None
+    assert repro.kind == ("single-op" if which == "weighted" else "model")
+    assert_standalone(tmp_path)
+    assert repro.lines == len((tmp_path / "repro.py").read_text().splitlines())
+    if which == "int32":  # a lowering failure needs no IREE at all
+        assert not any(n.startswith("iree") for n in imported_modules(tmp_path / "repro.py"))
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+# -- pipeline tier ----------------------------------------------------------------
+
+@pytest.mark.pipeline
+def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path) -> None:
+    sample = tiny_sample(one_table(weighted_pooling="fixed"))
+    repro = write_repro(tmp_path, weighted_entry(sample), timeout_s=300)
+    assert (repro.kind, repro.target) == ("single-op", "iree-cpu")
+    assert repro.lines <= 40, repro.lines
+    assert "torch.ops.aten.embedding_bag.padding_idx(" in (tmp_path / "repro.py").read_text()
+    assert_reproduces(repro, tmp_path, WEIGHTED)
+
+
+@pytest.mark.pipeline
+def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path) -> None:
+    signature = WEIGHTED.replace("op:aten.embedding_bag.padding_idx[per_sample_weights]",
+                                 "features:weighted_pooling=fixed")
+    # A sigmoid on top: a final ReLU could clip the wrong pooled value away.
+    entry = make_entry(tiny_sample(one_table(weighted_pooling="fixed", sigmoid_top=0)), signature, "iree-cpu",
+                       ("iree-cpu",), culprit="features:weighted_pooling=fixed")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "model"
+    assert (tmp_path / "params.npz").exists()
+    assert_reproduces(repro, tmp_path, signature)
+
+
+@pytest.mark.pipeline
+def test_int32_lowering_failure_reproduces(tmp_path: Path) -> None:
+    entry = int32_entry(tiny_sample(one_table(index_dtype="int32")))
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "model"
+    assert "import failed" in repro.output
+    assert_reproduces(repro, tmp_path, INT32)
+
+
+@pytest.mark.pipeline
+def test_vulkan_dynamic_empty_table_runtime_error_reproduces(tmp_path: Path) -> None:
+    from fuzz.devices import device_availability
+
+    ok, why = device_availability("vulkan")
+    if not ok:
+        pytest.skip(why)
+    entry = make_entry(empty_table_sample(), VULKAN_EMPTY, "iree-vulkan-dyn", ("iree-vulkan-dyn",))
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.target == "iree-vulkan-dyn"
+    assert "hal.device.targets" in (tmp_path / "repro.py").read_text()
+    assert_reproduces(repro, tmp_path, VULKAN_EMPTY)
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("which", ["weighted", "int32"])
+def test_a_case_whose_bug_is_absent_gives_a_repro_that_exits_0(tmp_path: Path, which: str) -> None:
+    """The entry claims a bug its sample does not have (no pooling weights;
+    int64 indices): what is written must pass, and say it does not reproduce."""
+    if which == "weighted":
+        entry = weighted_entry(tiny_sample(one_table(weighted_pooling=None)))
+    else:
+        entry = int32_entry(tiny_sample(one_table(index_dtype="int64")))
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.exit_code == 0, repro
+    assert repro.status.startswith("does not reproduce"), repro.status
+    assert "signature:" not in repro.output
+    assert not list(tmp_path.glob("arg*.npy"))  # the abandoned single-op form left nothing
+    code, _ = run_repro(tmp_path, timeout_s=300, python=TOX_PYTHON)
+    assert code == 0
+
+
+@pytest.mark.pipeline
+def test_single_op_repro_exits_0_once_the_op_is_fixed(tmp_path: Path) -> None:
+    """A fake fixed toolchain: the same single-op script, with the IREE call
+    answering what the op should (the float64 result, rounded to float32)."""
+    repro = write_repro(tmp_path, weighted_entry(tiny_sample(one_table(weighted_pooling="fixed"))),
+                        timeout_s=300)
+    assert repro.status == "reproduces"
+    script = tmp_path / "repro.py"
+    text = script.read_text()
+    fixed = "np.asarray(Op()(*tensors(True)).numpy().astype(np.float32))"
+    assert "np.asarray(ctx.modules.module['main'](*ARGS).to_host())" in text
+    script.write_text(text.replace("np.asarray(ctx.modules.module['main'](*ARGS).to_host())", fixed))
+    code, output = run_repro(tmp_path, timeout_s=300, python=TOX_PYTHON)
+    assert code == 0, output
+    assert "signature:" not in output
+
+
+def test_write_repro_rejects_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="folder="):
+        write_repro(tmp_path / "nope", weighted_entry(tiny_sample(one_table())), check=False)
+
+
+def test_run_repro_reports_a_timeout(tmp_path: Path) -> None:
+    (tmp_path / "repro.py").write_text("import time\ntime.sleep(30)\n")
+    code, output = run_repro(tmp_path, timeout_s=1)
+    assert code == 124 and "timed out" in output
+    shutil.rmtree(tmp_path)
