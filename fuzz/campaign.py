@@ -235,12 +235,29 @@ class Campaign:
     def reproduce(self, bucket: str) -> ReplayRecord:
         """Re-run one stored case through the engine (``dlrm-fuzz repro``)."""
         entry = corpus.load_entry(self.options.corpus_dir / bucket)
-        with stop_signals(), WorkerPool(1, self.options.timeout_s, self.options.memory_mb,
-                                        cache_dir=self.options.cache_dir,
+        return self.replay_entries([entry])[0][0]
+
+    def replay_entries(self, entries: list[CorpusEntry], repeat: int = 1,
+                       on_record: Callable[[CorpusEntry, list[ReplayRecord]], None] | None = None,
+                       again: Callable[[CorpusEntry, ReplayRecord], bool] = lambda e, r: False,
+                       ) -> list[list[ReplayRecord]]:
+        """Re-run stored cases with one worker pool (``dlrm-fuzz replay``): each
+        once, and ``repeat - 1`` more times when ``again(first run)`` says so
+        (a case that seems fixed is re-run before anyone calls it fixed)."""
+        runs: list[list[ReplayRecord]] = []
+        with stop_signals(), WorkerPool(self.options.workers, self.options.timeout_s,
+                                        self.options.memory_mb, cache_dir=self.options.cache_dir,
                                         cache_mb=self.options.cache_mb) as pool:
             self.pool = pool
             self.triage = Triage(pool, self.options.tolerance)
-            return self._replay_one(entry)
+            for entry in entries:
+                records = [self._replay_one(entry)]
+                if again(entry, records[0]):
+                    records += [self._replay_one(entry) for _ in range(repeat - 1)]
+                runs.append(records)
+                if on_record is not None:
+                    on_record(entry, records)
+        return runs
 
     def _blame_witnesses(self, entry: CorpusEntry, target: Target) -> list[Target]:
         """A mismatch blamed on a shared lowering needs a second backend to be

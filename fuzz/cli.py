@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import NoReturn, Sequence
 
@@ -109,6 +110,21 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("--write", action="store_true",
                        help="also (re)write and check repro.py, the tool files and REPORT.md")
     _plugin_option(repro)
+    replay = sub.add_parser("replay", help="re-run every stored case: the corpus as a regression suite")
+    replay.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
+    replay.add_argument("--repeat", type=_positive_int, default=3,
+                        help="runs of a case that does not behave as recorded (default 3; "
+                             "runs that disagree make it FLAKY)")
+    replay.add_argument("--strict", action="store_true",
+                        help="exit 1 on XPASS, MOVED, REGRESSED or FLAKY")
+    replay.add_argument("--update", action="store_true",
+                        help="record XPASS as fixed, MOVED as moved, REGRESSED as failing again")
+    replay.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1)
+    replay.add_argument("--timeout", type=parse_duration, default=300.0,
+                        help="wall-clock limit per (case, target) job (default 300s)")
+    replay.add_argument("--cache", type=Path, default=default_cache_dir())
+    replay.add_argument("--no-cache", action="store_true")
+    _plugin_option(replay)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
@@ -135,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _digest(err, args.path, args.format)
         if args.command == "repro":
             return _repro(console, err, args)
+        if args.command == "replay":
+            return _replay(console, err, args)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
@@ -175,6 +193,32 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     return EXIT_OK
+
+
+def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
+    """Exit 0 when nothing unexpected happened (or without --strict); 1 with
+    --strict on an unexpected outcome that --update did not record."""
+    from fuzz.replay import ReplayResult, record_state, replay_corpus
+
+    def show(result: ReplayResult) -> None:
+        now = f"  now in {', '.join(result.now)}" if result.status.value in ("MOVED", "FLAKY") else ""
+        console.print(f"{result.status.value:<9} {result.bucket}  {result.target}  "
+                      f"{result.seconds:.1f}s ({result.runs} run{'s' if result.runs > 1 else ''})"
+                      f"{now}{'  ' + result.note if result.note else ''}", markup=False,
+                      soft_wrap=True)
+
+    results, junk = replay_corpus(args.path, target_table(args.target_plugin), args.repeat,
+                                  args.workers, args.timeout,
+                                  None if args.no_cache else args.cache, show)
+    for line in junk:
+        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
+    counts = Counter(r.status.value for r in results)
+    console.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
+                                "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
+                  markup=False)
+    open_surprises = [r for r in results if r.unexpected
+                      and not (args.update and record_state(args.path, r))]
+    return 1 if args.strict and open_surprises else EXIT_OK
 
 
 def _digest(err: Console, path: Path, fmt: str) -> int:

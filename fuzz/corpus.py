@@ -77,6 +77,11 @@ class CorpusEntry:
     shrink: dict[str, Any] | None = None
     # Written with the reproducer (fuzz.bugreport): "reproduces" or why not,
     # what repro.py is (kind, target, lines), the command-line tool files.
+    # The regression-suite state (fuzz.replay): "fail" (a known bug) or "pass"
+    # (recorded as fixed, with the versions that fixed it); where it moved.
+    expect: str = "fail"
+    fixed_in: dict[str, str] | None = None
+    moved_to: tuple[str, ...] = ()
     repro_status: str | None = None
     repro: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +108,7 @@ class CorpusEntry:
             "features": list(self.features),
             "campaign_seed": self.campaign_seed, "shrink": self.shrink,
             "repro_status": self.repro_status, "repro": self.repro, "tools": self.tools,
+            "expect": self.expect, "fixed_in": self.fixed_in, "moved_to": list(self.moved_to),
             "tool_versions": self.tool_versions, "created": self.created,
             "config": self.sample.config.to_dict(), "seed": self.sample.seed,
             "batches": len(self.sample.batches),
@@ -124,6 +130,8 @@ class CorpusEntry:
             seen_on=tuple(case.get("seen_on") or (case["target"],)),
             features=tuple(case.get("features") or ()), campaign_seed=case.get("campaign_seed"),
             shrink=case.get("shrink"), repro_status=case.get("repro_status"),
+            expect=str(case.get("expect") or "fail"), fixed_in=case.get("fixed_in"),
+            moved_to=tuple(case.get("moved_to") or ()),
             repro=dict(case.get("repro") or {}), tools=dict(case.get("tools") or {}),
             tool_versions=dict(case.get("tool_versions") or {}),
             created=str(case.get("created", "")), key_version=int(case.get("key_version", 1)),
