@@ -259,6 +259,23 @@ class Campaign:
                     on_record(entry, records)
         return runs
 
+    def check_samples(self, samples: list[Sample],
+                      on_sample: Callable[[int, list[Finding]], None] | None = None
+                      ) -> list[list[Finding]]:
+        """Run given samples on every target and triage them, filing nothing
+        (``dlrm-fuzz matrix``): the same buckets a campaign would give them."""
+        found: list[list[Finding]] = []
+        with stop_signals(), WorkerPool(self.options.workers, self.options.timeout_s,
+                                        self.options.memory_mb, cache_dir=self.options.cache_dir,
+                                        cache_mb=self.options.cache_mb) as pool:
+            self.pool = pool
+            self.triage = Triage(pool, self.options.tolerance)
+            for i, sample in enumerate(samples):
+                found.append(self._run_sample(sample, self.targets, file=False))
+                if on_sample is not None:
+                    on_sample(i, found[-1])
+        return found
+
     def _blame_witnesses(self, entry: CorpusEntry, target: Target) -> list[Target]:
         """A mismatch blamed on a shared lowering needs a second backend to be
         blamed the same way again: one other target it was seen on."""

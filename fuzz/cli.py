@@ -125,6 +125,18 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--cache", type=Path, default=default_cache_dir())
     replay.add_argument("--no-cache", action="store_true")
     _plugin_option(replay)
+    matrix = sub.add_parser("matrix", help="the lowering support matrix: DLRM features x targets")
+    matrix.add_argument("--targets", default=None, help="comma-separated (default: all available)")
+    matrix.add_argument("--features", default=None, help="comma-separated rows (default: all)")
+    matrix.add_argument("--seeds", type=_positive_int, default=2, help="weight seeds per feature")
+    matrix.add_argument("--json", type=Path, default=None, help="also write the matrix as JSON")
+    matrix.add_argument("--against", type=Path, default=None,
+                        help="a matrix JSON from before a change: list the cells that changed")
+    matrix.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1)
+    matrix.add_argument("--timeout", type=parse_duration, default=300.0)
+    matrix.add_argument("--cache", type=Path, default=default_cache_dir())
+    matrix.add_argument("--no-cache", action="store_true")
+    _plugin_option(matrix)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
@@ -153,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _repro(console, err, args)
         if args.command == "replay":
             return _replay(console, err, args)
+        if args.command == "matrix":
+            return _matrix(err, args)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
@@ -219,6 +233,43 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     open_surprises = [r for r in results if r.unexpected
                       and not (args.update and record_state(args.path, r))]
     return 1 if args.strict and open_surprises else EXIT_OK
+
+
+def _matrix(err: Console, args: argparse.Namespace) -> int:
+    from fuzz.matrix import FEATURES, Matrix, build_matrix, compare_matrices, matrix_markdown
+
+    old = None
+    if args.against is not None:
+        try:
+            old = Matrix.from_json(args.against.read_text())
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorpusError(f"against={str(args.against)!r}: not a matrix JSON ({exc}); "
+                              f"pass a file written by `dlrm-fuzz matrix --json`") from exc
+    features = None if args.features is None else [f.strip() for f in args.features.split(",")]
+    unknown = [f for f in features or [] if f not in FEATURES]
+    if unknown:
+        raise CorpusError(f"features={unknown[0]!r}: unknown; choose from {', '.join(FEATURES)}")
+    names = None if args.targets is None else tuple(
+        n.strip() for n in args.targets.split(",") if n.strip())
+    options = CampaignOptions(targets=names, table=target_table(args.target_plugin),
+                              workers=args.workers, timeout_s=args.timeout,
+                              cache_dir=None if args.no_cache else args.cache)
+
+    def progress(feature: str, row: dict[str, str]) -> None:
+        failing = sum(cell != "PASS" for cell in row.values())
+        err.print(f"  {feature}: {failing}/{len(row)} targets fail", markup=False)
+
+    matrix = build_matrix(options, features, args.seeds, progress)
+    sys.stdout.write(matrix_markdown(matrix))
+    sys.stdout.write(f"\n{len(matrix.cells)} features x {len(matrix.targets)} targets, "
+                     f"{args.seeds} seeds each, {matrix.seconds:.0f}s\n")
+    if args.json is not None:
+        args.json.write_text(matrix.to_json())
+    if old is not None:
+        changes = compare_matrices(old, matrix)
+        sys.stdout.write(f"\nchanged against {args.against}: {len(changes)} cells\n")
+        sys.stdout.write("".join(f"- {line}\n" for line in changes))
+    return EXIT_OK
 
 
 def _digest(err: Console, path: Path, fmt: str) -> int:

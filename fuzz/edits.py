@@ -22,7 +22,7 @@ from fuzz.config import DLRMConfig, InvalidConfig, embedding_width, interaction_
 from fuzz.sample import Batch, InvalidSample, Sample
 
 __all__ = [
-    "Edit", "MLP",
+    "config_with", "Edit", "MLP",
     "knobs", "non_default_knobs", "sample_size", "size_key", "content_hash",
     "keep_tables", "drop_table", "keep_batches", "drop_batch", "keep_examples", "drop_example",
     "keep_bag_indices", "empty_bags_of", "shorten_bag", "fill_empty_bags", "fewer_rows",
@@ -109,7 +109,7 @@ def content_hash(sample: Sample) -> str:
 
 
 # -- building blocks -------------------------------------------------------
-def _with(config: DLRMConfig, **changes: Any) -> DLRMConfig | None:
+def config_with(config: DLRMConfig, **changes: Any) -> DLRMConfig | None:
     """``config`` with ``changes``, the derived widths recomputed; ``None`` if
     no valid config has these values. Mixed widths collapse to their maximum
     once MD is off, and a QR-concat threshold is lowered under the smallest
@@ -196,7 +196,7 @@ def keep_tables(sample: Sample, keep: Sequence[int]) -> Sample | None:
         return None
     m_spa = (tuple(config.m_spa[k] for k in chosen) if isinstance(config.m_spa, tuple)
              else config.m_spa)
-    new = _with(config, ln_emb=tuple(config.ln_emb[k] for k in chosen), m_spa=m_spa)
+    new = config_with(config, ln_emb=tuple(config.ln_emb[k] for k in chosen), m_spa=m_spa)
     if new is None:
         return None
     batches = [Batch(b.dense, tuple(b.offsets[k] for k in chosen),
@@ -214,7 +214,7 @@ def fewer_rows(sample: Sample, k: int, rows: int) -> Sample | None:
     config = sample.config
     if not 0 <= k < config.num_tables or not 1 <= rows < config.ln_emb[k]:
         return None
-    new = _with(config, ln_emb=tuple(rows if t == k else n for t, n in enumerate(config.ln_emb)))
+    new = config_with(config, ln_emb=tuple(rows if t == k else n for t, n in enumerate(config.ln_emb)))
     if new is None:
         return None
     return _map_bags(sample, lambda b, t, bags: [np.minimum(bag, rows - 1) if t == k else bag
@@ -229,7 +229,7 @@ def narrow_m_spa(sample: Sample, width: int) -> Sample | None:
         return None
     m_spa = (tuple(min(w, width) for w in config.m_spa) if isinstance(config.m_spa, tuple)
              else min(config.m_spa, width))
-    new = _with(config, m_spa=m_spa)
+    new = config_with(config, m_spa=m_spa)
     return None if new is None else _rebuild(sample, new)
 
 
@@ -238,7 +238,7 @@ def narrow_table_width(sample: Sample, k: int, width: int) -> Sample | None:
     config = sample.config
     if not isinstance(config.m_spa, tuple) or not 0 <= k < len(config.m_spa) or width < 1:
         return None
-    new = _with(config, m_spa=tuple(width if t == k else w for t, w in enumerate(config.m_spa)))
+    new = config_with(config, m_spa=tuple(width if t == k else w for t, w in enumerate(config.m_spa)))
     return None if new is None else _rebuild(sample, new)
 
 
@@ -257,7 +257,7 @@ def drop_hidden(sample: Sample, mlp: MLP, i: int) -> Sample | None:
     if not 1 <= i < len(widths) - 1:
         return None
     new_sigmoid = sigmoid - 1 if sigmoid >= i else sigmoid
-    new = _with(config, **{name: widths[:i] + widths[i + 1:], f"sigmoid_{mlp}": new_sigmoid})
+    new = config_with(config, **{name: widths[:i] + widths[i + 1:], f"sigmoid_{mlp}": new_sigmoid})
     return None if new is None else _rebuild(sample, new)
 
 
@@ -269,7 +269,7 @@ def narrow_layer(sample: Sample, mlp: MLP, i: int, width: int) -> Sample | None:
     last = len(widths) if mlp == "top" else len(widths) - 1
     if not 1 <= i < last or not 1 <= width < widths[i]:
         return None
-    new = _with(config, **{name: tuple(width if j == i else w for j, w in enumerate(widths))})
+    new = config_with(config, **{name: tuple(width if j == i else w for j, w in enumerate(widths))})
     return None if new is None else _rebuild(sample, new)
 
 
@@ -280,7 +280,7 @@ def drop_dense_columns(sample: Sample, columns: Sequence[int]) -> Sample | None:
     if not chosen or len(chosen) == config.num_dense:
         return None
     keep = [c for c in range(config.num_dense) if c not in chosen]
-    new = _with(config, ln_bot=(len(keep), *config.ln_bot[1:]))
+    new = config_with(config, ln_bot=(len(keep), *config.ln_bot[1:]))
     if new is None:
         return None
     return _rebuild(sample, new, [Batch(np.ascontiguousarray(b.dense[:, keep]), b.offsets, b.indices)
@@ -292,7 +292,7 @@ def set_knob(sample: Sample, name: str, value: Any) -> Sample | None:
     """One config knob set to ``value`` (index arrays follow ``index_dtype``)."""
     if name not in knobs():
         raise ValueError(f"name={name!r}: not a DLRMConfig knob; knobs are {sorted(knobs())}")
-    new = _with(sample.config, **{name: value})
+    new = config_with(sample.config, **{name: value})
     if new is None or getattr(new, name) != value:  # overruled: e.g. QR concat's threshold
         return None
     return _rebuild(sample, new)
