@@ -76,6 +76,7 @@ class ReplayRecord:
     seconds: float = 0.0
     note: str = ""
     timings: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> stage -> s
+    keys: tuple[str, ...] = ()  # the readable signature keys of ``now`` (same order)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,18 @@ class CampaignReport:
     @property
     def new_buckets(self) -> list[Finding]:
         return [f for f in self.findings if f.new]
+
+    def summary(self) -> dict[str, object]:
+        """The headline figures as JSON-ready values (``run --summary-json``,
+        read by ``dlrm-fuzz bump``)."""
+        return {"samples": self.samples, "targets": list(self.targets),
+                "configs_compiled": self.configs_compiled,
+                "batches_checked": self.batches_checked, "elapsed_s": round(self.elapsed_s, 2),
+                "failures": len(self.findings),
+                "new_buckets": [f.bucket for f in self.new_buckets],
+                "phase_seconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
+                "workers_replaced": self.workers_replaced,
+                "harness_errors": list(self.harness_errors), "interrupted": self.interrupted}
 
 
 class _BudgetSpent(BaseException):
@@ -225,12 +238,14 @@ class Campaign:
                                 note=f"target {entry.target!r} is not available here")
         replay_targets = [target, *self._blame_witnesses(entry, target)]
         findings = self._run_sample(entry.sample, replay_targets, file=False)
-        now = tuple(sorted({f.bucket for f in findings}))
+        by_bucket = {f.bucket: f.key for f in findings}
+        now = tuple(sorted(by_bucket))
         status = "still-failing" if entry.bucket in now else "moved" if now else "fixed"
         note = "" if entry.key_version == KEY_VERSION else \
             f"stored with bucket-key version {entry.key_version}, now {KEY_VERSION}"
         return ReplayRecord(entry.bucket, entry.target, status, now,
-                            time.monotonic() - began, note, dict(self._last_timings))
+                            time.monotonic() - began, note, dict(self._last_timings),
+                            tuple(by_bucket[b] for b in now))
 
     def reproduce(self, bucket: str) -> ReplayRecord:
         """Re-run one stored case through the engine (``dlrm-fuzz repro``)."""

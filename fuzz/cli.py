@@ -1,5 +1,5 @@
 """The ``dlrm-fuzz`` command line: ``run`` a campaign, list ``targets``, show
-the ``corpus``.
+the ``corpus``; ``bump`` and ``bisect`` live in ``fuzz.cli_toolchains``.
 
 Bad input (an unknown target, a malformed budget, a corpus path that is a
 file) is one line on stderr and exit status 2, never a traceback. Exit
@@ -10,6 +10,7 @@ toolchain are not errors of the run and exit 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -26,8 +27,12 @@ from fuzz import corpus
 from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
 from fuzz.interrupt import EXIT_STATUS
+from fuzz.bisect import BisectError
+from fuzz.bump import BumpError
 from fuzz.cache import default_cache_dir
+from fuzz.cli_toolchains import add_parsers, bisect_command, bump_command
 from fuzz.plugins import PluginError, target_table
+from fuzz.toolchains import ToolchainError
 from fuzz.targets import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
 from fuzz.workers import HarnessError
 
@@ -44,6 +49,13 @@ def parse_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"duration={text!r}: give a positive number with an optional unit s, m or h (e.g. 60s)")
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def parse_duration_or_zero(text: str) -> float:
+    """A duration that may be ``0`` (``bump --budget 0s``: replay only)."""
+    if re.fullmatch(r"\s*0+(\.0*)?\s*[smh]?\s*", text):
+        return 0.0
+    return parse_duration(text)
 
 
 def _positive_int(text: str) -> int:
@@ -98,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                           "takes at most a third of --budget)")
     run.add_argument("--no-report", action="store_true",
                      help="skip writing repro.py, tool files and REPORT.md for new buckets")
+    run.add_argument("--summary-json", type=Path, default=None, metavar="PATH",
+                     help="also write the campaign's headline figures as JSON (for tools)")
     targets = sub.add_parser("targets", help="list the targets, whether each runs here, and why not")
     _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
@@ -119,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="exit 1 on XPASS, MOVED, REGRESSED or FLAKY")
     replay.add_argument("--update", action="store_true",
                         help="record XPASS as fixed, MOVED as moved, REGRESSED as failing again")
+    replay.add_argument("--format", choices=("text", "json"), default="text",
+                        help="json: one document on stdout (the lines go to stderr), "
+                             "for tools such as `dlrm-fuzz bump`")
     replay.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1)
     replay.add_argument("--timeout", type=parse_duration, default=300.0,
                         help="wall-clock limit per (case, target) job (default 300s)")
@@ -137,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--cache", type=Path, default=default_cache_dir())
     matrix.add_argument("--no-cache", action="store_true")
     _plugin_option(matrix)
+    add_parsers(sub, parse_duration, parse_duration_or_zero, _positive_int, _seed)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
@@ -167,8 +185,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(console, err, args)
         if args.command == "matrix":
             return _matrix(err, args)
+        if args.command == "bump":
+            return bump_command(console, err, args)
+        if args.command == "bisect":
+            return bisect_command(console, err, args)
         return _run(console, err, args)
-    except (UnknownTarget, UnavailableTarget, CorpusError, PluginError) as exc:
+    except (UnknownTarget, UnavailableTarget, CorpusError, PluginError, ToolchainError,
+            BumpError, BisectError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
     except HarnessError as exc:
@@ -213,13 +236,16 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     """Exit 0 when nothing unexpected happened (or without --strict); 1 with
     --strict on an unexpected outcome that --update did not record."""
     from fuzz.replay import ReplayResult, record_state, replay_corpus
+    from fuzz.versions import tool_versions
+
+    lines = err if args.format == "json" else console
 
     def show(result: ReplayResult) -> None:
         now = f"  now in {', '.join(result.now)}" if result.status.value in ("MOVED", "FLAKY") else ""
-        console.print(f"{result.status.value:<9} {result.bucket}  {result.target}  "
-                      f"{result.seconds:.1f}s ({result.runs} run{'s' if result.runs > 1 else ''})"
-                      f"{now}{'  ' + result.note if result.note else ''}", markup=False,
-                      soft_wrap=True)
+        lines.print(f"{result.status.value:<9} {result.bucket}  {result.target}  "
+                    f"{result.seconds:.1f}s ({result.runs} run{'s' if result.runs > 1 else ''})"
+                    f"{now}{'  ' + result.note if result.note else ''}", markup=False,
+                    soft_wrap=True)
 
     results, junk = replay_corpus(args.path, target_table(args.target_plugin), args.repeat,
                                   args.workers, args.timeout,
@@ -227,9 +253,12 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     counts = Counter(r.status.value for r in results)
-    console.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
-                                "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
-                  markup=False)
+    lines.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
+                              "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
+                markup=False)
+    if args.format == "json":
+        print(json.dumps({"toolchain": tool_versions(), "results": [r.to_dict() for r in results],
+                          "junk": junk}, indent=2))
     open_surprises = [r for r in results if r.unexpected
                       and not (args.update and record_state(args.path, r))]
     return 1 if args.strict and open_surprises else EXIT_OK
@@ -344,6 +373,8 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
 
     report = Campaign(options, on_finding, on_start, on_phase).run()
     _summary(console, report)
+    if args.summary_json is not None:
+        args.summary_json.write_text(json.dumps(report.summary(), indent=2) + "\n")
     for line in report.harness_errors:
         err.print(f"dlrm-fuzz: harness error: {line}", markup=False, soft_wrap=True)
     if report.interrupted is not None:

@@ -53,6 +53,23 @@ class ReplayResult:
     runs: int
     seconds: float
     note: str = ""
+    keys: tuple[str, ...] = ()  # the signature keys of ``now``: what each failure says
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form ``replay --format json`` prints (read back by ``bump``)."""
+        return {"bucket": self.bucket, "target": self.target, "status": self.status.value,
+                "now": list(self.now), "keys": list(self.keys), "runs": self.runs,
+                "seconds": round(self.seconds, 3), "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> "ReplayResult":
+        def strings(value: object) -> tuple[str, ...]:
+            return tuple(str(v) for v in value) if isinstance(value, list) else ()
+        runs, seconds = data.get("runs", 1), data.get("seconds", 0.0)
+        return cls(str(data["bucket"]), str(data["target"]), ReplayStatus(data["status"]),
+                   strings(data.get("now")), int(runs) if isinstance(runs, (int, float)) else 1,
+                   float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+                   str(data.get("note", "")), strings(data.get("keys")))
 
     @property
     def unexpected(self) -> bool:
@@ -100,7 +117,8 @@ def replay_corpus(root: Path, table: dict[str, Target] | None = None, repeat: in
     def collect(entry: CorpusEntry, records: list[ReplayRecord]) -> None:
         status = judge_runs(entry, records)
         result = ReplayResult(entry.bucket, entry.target, status, records[-1].now, len(records),
-                              sum(r.seconds for r in records), records[-1].note)
+                              sum(r.seconds for r in records), records[-1].note,
+                              records[-1].keys)
         results.append(result)
         if on_result is not None:
             on_result(result)

@@ -28,7 +28,7 @@ from typing import Sequence
 
 __all__ = [
     "PINNED", "Toolchain", "ToolchainError", "current_toolchain", "environment",
-    "parse_pins", "releases", "run_in",
+    "parse_pins", "releases", "run_in", "run_with", "toolchain_from", "same_toolchain",
 ]
 
 # The pins of pyproject.toml's [project] dependencies (a test keeps the two in
@@ -300,8 +300,42 @@ def _version_key(version: str) -> tuple[object, ...]:
 def run_in(toolchain: Toolchain, args: Sequence[str], root: Path | None = None,
            timeout_s: float = 3600.0) -> subprocess.CompletedProcess[str]:
     """``python -m fuzz ARGS`` inside ``toolchain``'s environment; output
-    captured. PYTHONPATH is dropped so this install's packages cannot leak in."""
-    python = environment(toolchain, root)
+    captured."""
+    return run_with(environment(toolchain, root), args, timeout_s)
+
+
+def run_with(python: Path | str, args: Sequence[str],
+             timeout_s: float = 3600.0) -> subprocess.CompletedProcess[str]:
+    """``PYTHON -m fuzz ARGS``, output captured. PYTHONPATH is dropped so this
+    install's packages cannot leak into another toolchain's environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     return subprocess.run([str(python), "-m", "fuzz", *args], env=env, capture_output=True,
                           text=True, timeout=timeout_s)
+
+
+def toolchain_from(text: str) -> Toolchain:
+    """A toolchain from a command line: comma-separated pins, or the path of a
+    ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
+    compares the base branch's file with the PR's)."""
+    path = Path(text)
+    if text.endswith(".toml"):
+        if not path.is_file():
+            raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins or "
+                                 "the path of a pyproject.toml")
+        import tomllib
+        try:
+            deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ToolchainError(f"pins={text!r}: not a readable pyproject.toml ({exc}); "
+                                 "fix the file or give NAME==VERSION pins") from None
+        names = {_split(pin)[0] for pin in PINNED}
+        pins = tuple(dep.replace(" ", "") for dep in deps
+                     if _PIN.fullmatch(dep.replace(" ", "")) and _split(dep.replace(" ", ""))[0]
+                     in names)
+        return Toolchain(pins)
+    return parse_pins(text)
+
+
+def same_toolchain(a: Toolchain, b: Toolchain) -> bool:
+    """Do ``a`` and ``b`` resolve to the same pins?"""
+    return a.resolved() == b.resolved()

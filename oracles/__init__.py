@@ -5,6 +5,7 @@ bug a failure belongs to. Pure functions over the values in
 
 from oracles.blame import Blamed, Observation, blame, same_wrong_answer
 from oracles.classify import blamed_op, classify, first_error_line
+from oracles.compat import incompatibility
 from oracles.compare import Comparison, Tolerance, compare, summarize
 from oracles.judge import ReferenceFailed, judge
 from oracles.normalize import normalize_error
@@ -16,4 +17,4 @@ __all__ = ["Verdict", "Outcome", "Tolerance", "Comparison", "compare", "summariz
            "classify", "first_error_line", "blamed_op", "judge", "ReferenceFailed",
            "signature_key", "error_key", "mismatch_key", "bucket_for", "KEY_VERSION",
            "normalize_error", "Failure", "Stage", "TargetResult", "Observation", "Blamed",
-           "blame", "same_wrong_answer"]
+           "blame", "same_wrong_answer", "incompatibility"]
