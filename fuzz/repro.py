@@ -25,6 +25,7 @@ import dataclasses
 import operator
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -492,6 +493,7 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         *(_IMPORTS_RUNTIME if needs_iree else _IMPORTS_RUNTIME[:4]),
         f"SIGNATURE = {entry.signature!r}",
         f"STAGE, FAULT = {(stage.value if error else None)!r}, {fault_parts(entry) if error else []!r}",
+        *_crash_supervisor(entry),
         "P = np.load('params.npz', allow_pickle=False)",
         "X = np.load('inputs.npz', allow_pickle=False)",
         f"T = {config.num_tables}",
@@ -622,6 +624,27 @@ _ATTEMPT = [
 ]
 
 
+def _crash_supervisor(entry: CorpusEntry) -> list[str]:
+    """For a CRASH bucket: the script re-runs itself in a child process and
+    exits 1 when the child dies of the bucket's signal (a process cannot
+    report its own segfault)."""
+    number = entry.numbers.get("signal") if isinstance(entry.numbers, dict) else None
+    if entry.verdict is not Verdict.CRASH or not isinstance(number, int):
+        return []
+    return [
+        f"CRASH = {number}  # the signal the toolchain dies of",
+        "if os.environ.get('REPRO_CHILD') != '1':  # the stages run in a child: the bug kills it",
+        "    import subprocess",
+        "    child = subprocess.run([sys.executable, *sys.orig_argv[1:]], "
+        "env={**os.environ, 'REPRO_CHILD': '1'})",
+        "    if child.returncode == -CRASH:",
+        "        print(f'{STAGE} crashed: signal {CRASH}')",
+        "        print('signature:', SIGNATURE)",
+        "        sys.exit(1)",
+        "    sys.exit(child.returncode if child.returncode in (0, 2) else 2)",
+    ]
+
+
 def fault_parts(entry: CorpusEntry) -> list[str]:
     """The literal words of the entry's normalized first error line (from its
     signature), in order, with the placeholders the normalizer put in cut out:
@@ -629,4 +652,17 @@ def fault_parts(entry: CorpusEntry) -> list[str]:
     what = entry.signature.split("|", 2)[-1]
     if entry.op and what.startswith(f"{entry.op}|"):
         what = what[len(entry.op) + 1:]
+    crashed = _COMPILER_CRASH.fullmatch(what)
+    if crashed:  # the key's words are ours; the tool's own text has these
+        name, function, source, assertion = crashed.groups()
+        code = f"Error code: -{signal.Signals[name].value}" if name in signal.Signals.__members__ \
+            else None
+        return [part for part in (code, "Stack dump:" if function else None, function, source,
+                                  assertion) if part]
     return [part.strip() for part in _PLACEHOLDER.split(what) if part.strip()]
+
+
+# oracles.classify.compiler_crash_line's form, read back into the words the
+# compiler printed ("Error code: -8", the frame's function and source file).
+_COMPILER_CRASH = re.compile(r"iree-compile crashed \((SIG\w+|[^)]*)\)"
+                             r"(?: in ([\w:]+)(?: \(([\w.]+)\))?)?(?:: assertion `(.*)' failed)?")

@@ -14,6 +14,12 @@ The rules (pure functions over what the engine observed; no engine imports):
   (IREE's torch input runs torch-mlir's TorchToLinalg) and fails with the same
   op and normalized error line as that lowering failed with, in the same
   sample, is the same bug: it joins the lowering's verdict and owner.
+- IREE shares its compiler front and middle (input conversion, Flow, Stream)
+  and its runtime (VM, HAL) across backends: a compile (or run) failure with
+  the same op and normalized line on two or more IREE backends (or input
+  paths) of the same sample is that shared part's (``iree:compiler``,
+  ``iree:runtime``), not one bug per backend. On one backend only it stays
+  the backend's.
 - A wrong answer shared by targets with different backends that consumed the
   same lowering (same ``lowering_owner``), with the same culprit and the same
   wrong numbers, is the lowering's (``torch-mlir:linalg-on-tensors`` when
@@ -32,7 +38,11 @@ from oracles.results import Stage
 from oracles.signature import bucket_for, error_key, mismatch_key
 from oracles.verdict import Outcome, Verdict
 
-__all__ = ["Observation", "Blamed", "blame", "same_wrong_answer", "TORCH_PREFIX"]
+__all__ = ["Observation", "Blamed", "blame", "same_wrong_answer", "TORCH_PREFIX",
+           "IREE_SHARED"]
+
+# The owners of IREE's backend-independent parts, by the stage that failed.
+IREE_SHARED = {Stage.COMPILE: "iree:compiler", Stage.RUN: "iree:runtime"}
 
 # The owner of torch-mlir's shared lowering prefix (FX import + torch backend contract).
 TORCH_PREFIX = "torch-mlir:torch"
@@ -74,6 +84,10 @@ def same_wrong_answer(a: list[np.ndarray | None], b: list[np.ndarray | None],
     return compared
 
 
+def _iree_site(o: Observation) -> tuple[Stage, str | None, str]:
+    return Stage.parse(str(o.outcome.stage)), o.outcome.op, normalize_error(o.outcome.error)
+
+
 def blame(observations: list[Observation]) -> list[Blamed]:
     """One ``Blamed`` per observation, in order."""
     lowering_errors = {
@@ -86,6 +100,11 @@ def blame(observations: list[Observation]) -> list[Blamed]:
         if o.outcome.verdict is Verdict.MISMATCH:
             backends_per_cluster.setdefault((o.lowering_owner, o.culprit, o.cluster),
                                             set()).add(o.owner)
+    iree_owners: dict[tuple[Stage, str | None, str], set[str]] = {}
+    for o in observations:
+        if o.owner.startswith("iree:") and o.outcome.stage in IREE_SHARED \
+                and o.outcome.verdict is not Verdict.MISMATCH:
+            iree_owners.setdefault(_iree_site(o), set()).add(o.owner)
     blamed = []
     for o in observations:
         verdict, owner = o.outcome.verdict, o.owner
@@ -105,6 +124,8 @@ def blame(observations: list[Observation]) -> list[Blamed]:
                 if (TORCH_PREFIX, shared.outcome.op,
                         normalize_error(shared.outcome.error)) in lowering_errors:
                     owner = TORCH_PREFIX
+            elif len(iree_owners.get(_iree_site(o), ())) > 1:
+                owner = IREE_SHARED[Stage(o.outcome.stage)]
             key = error_key(verdict, owner, o.outcome.op, o.outcome.error)
         blamed.append(Blamed(o.outcome.target, verdict, owner, key, bucket_for(verdict, key)))
     return blamed

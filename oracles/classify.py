@@ -10,11 +10,12 @@ decides between "no lowering exists" and "a lowering produced bad IR".
 from __future__ import annotations
 
 import re
+import signal
 
 from oracles.results import Failure
 from oracles.verdict import Verdict
 
-__all__ = ["classify", "first_error_line", "blamed_op"]
+__all__ = ["classify", "first_error_line", "blamed_op", "compiler_crash_line"]
 
 _UNSUPPORTED = (
     re.compile(r"failed to legalize operation"),
@@ -54,8 +55,12 @@ _STAGE_VERDICT = {
 
 def first_error_line(message: str) -> str:
     """The first line that carries meaning: an ``error:`` diagnostic if any,
-    else the first line that is neither boilerplate nor a Python warning."""
+    else the first line that is neither boilerplate nor a Python warning.
+    A compiler that crashed says so, with where (see ``compiler_crash_line``)."""
     lines = _meaningful_lines(message)
+    crashed = compiler_crash_line(message, lines)
+    if crashed is not None:
+        return crashed
     for line in lines:
         if "error:" in line:
             return line[line.index("error:"):][:MAX_LINE_CHARS]
@@ -63,6 +68,52 @@ def first_error_line(message: str) -> str:
         if not _BOILERPLATE.match(line):
             return line[:MAX_LINE_CHARS]
     return lines[0][:MAX_LINE_CHARS] if lines else ""
+
+
+_STACK_FRAME = re.compile(r"^#\d+\s+0x[0-9a-fA-F]+\s+(.*)$")
+# Frames that are the crash handler or libc, not the code that crashed.
+_HANDLER_FRAME = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|^\(|^0x|libc\.so|"
+                            r"abort|raise|__assert_fail")
+# The function a frame names, most specific first: a lambda passed through
+# llvm::function_ref names its enclosing IREE / MLIR function inside <...>.
+_FRAME_FUNCTIONS = (re.compile(r"mlir::iree_compiler::[\w:]+"),
+                    re.compile(r"(?<![\w:])mlir::(?!Operation\b)[\w:]+[a-z]\w*"),
+                    re.compile(r"(?<![\w:])llvm::(?!function_ref|sys::)[\w:]+"))
+_FRAME_SOURCE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inc))(?::\d+)*\s*$")
+
+
+def compiler_crash_line(message: str, lines: list[str] | None = None) -> str | None:
+    """``iree-compile crashed (SIGFPE) in mlir::iree_compiler::...::f
+    (File.cpp)`` for a compiler that died with LLVM's "Stack dump:" (else
+    None). The text around a crash names only the tool ("Error invoking IREE
+    compiler tool iree-compile"), the same for every crash; the first frame
+    below the signal handler (or the failed assertion) says which crash it is."""
+    if "Stack dump:" not in message and "Assertion `" not in message:
+        return None
+    lines = _meaningful_lines(message) if lines is None else lines
+    code = re.search(r"Error code: (-?\d+)", message)
+    head = f"iree-compile crashed ({_exit_name(int(code.group(1))) if code else 'unknown exit'})"
+    assertion = re.search(r"Assertion `(.*?)' failed", message)
+    if assertion:
+        return f"{head}: assertion `{assertion.group(1)}' failed"[:MAX_LINE_CHARS]
+    for line in lines:
+        frame = _STACK_FRAME.match(line)
+        if frame is None or _HANDLER_FRAME.search(frame.group(1)):
+            continue
+        text = frame.group(1)
+        name = next((m.group(0) for p in _FRAME_FUNCTIONS for m in [p.search(text)] if m),
+                    text.split("(")[0].strip())
+        source = _FRAME_SOURCE.search(text)
+        return f"{head} in {name}" + (f" ({source.group(1)})" if source else "")
+    return head
+
+
+def _exit_name(code: int) -> str:
+    """-8 -> SIGFPE: a word, which normalization keeps (numbers it drops)."""
+    try:
+        return signal.Signals(-code).name if code < 0 else f"exit status {code}"
+    except ValueError:
+        return f"signal {-code}"
 
 
 def _meaningful_lines(message: str) -> list[str]:

@@ -30,7 +30,7 @@ from oracles.verdict import Outcome, Verdict
 __all__ = ["KEY_VERSION", "signature_key", "error_key", "mismatch_key", "bucket_for",
            "normalize_error"]
 
-KEY_VERSION = 2
+KEY_VERSION = 3
 
 
 def error_key(verdict: Verdict, owner: str, op: str | None, error_line: str) -> str:

@@ -3,6 +3,8 @@ versus invalid IR), and failure signatures that bucket one bug once."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,36 @@ def test_oracles_import_no_engine_module() -> None:
             "{'fuzz', 'torch', 'torch_mlir', 'iree', 'strategies'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_blame_the_same_iree_compiler_crash_on_several_backends_is_the_shared_compilers() -> None:
+    """Real: IREE 3.8.0's iree-compile dies with SIGFPE in Flow's
+    summarizeDispatchRegion on llvm-cpu, vmvx and the torch input path alike
+    (tests/data/messages/iree-3.8-flow-crash--*.txt): one bug of the compiler
+    front, not three. On one backend alone it stays that backend's."""
+    messages = Path(__file__).parent / "data" / "messages"
+    on = [("iree-cpu", "iree:llvm-cpu", LINALG), ("iree-vmvx", "iree:vmvx", LINALG),
+          ("iree-torch", "iree:llvm-cpu(torch input)", "torch-mlir:torch")]
+    observations = []
+    for target, owner, lowering in on:
+        text = (messages / f"iree-3.8-flow-crash--{target}.txt").read_text()
+        line = first_error_line(text)
+        assert "crashed (SIGFPE) in mlir::iree_compiler::IREE::Flow::summarizeDispatchRegion" \
+            in line
+        observations.append(Observation(Outcome(target, Verdict.COMPILE_ERROR, Stage.COMPILE,
+                                                line), owner, lowering))
+    blamed = blame(observations)
+    assert {b.owner for b in blamed} == {"iree:compiler"} and len({b.bucket for b in blamed}) == 1
+    assert blame(observations[1:2])[0].owner == "iree:vmvx"
+    # A different fault on two backends never joins it.
+    other = Observation(Outcome("iree-vulkan", Verdict.COMPILE_ERROR, Stage.COMPILE,
+                                "error: failed to legalize operation 'arith.foo'"),
+                        "iree:vulkan-spirv", LINALG)
+    assert blame([*observations, other])[-1].owner == "iree:vulkan-spirv"
+
+
+def test_blame_the_same_runtime_crash_on_two_backends_is_the_runtimes() -> None:
+    crash = [Observation(Outcome(t, Verdict.CRASH, Stage.RUN, "worker died (SIGSEGV) in stage run"),
+                         owner, LINALG) for t, owner in (("iree-cpu", "iree:llvm-cpu"),
+                                                         ("iree-vmvx", "iree:vmvx"))]
+    assert {b.owner for b in blame(crash)} == {"iree:runtime"}
