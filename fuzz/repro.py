@@ -46,7 +46,7 @@ __all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts",
 # What a repro may import: the toolchain under test, numpy, and the standard
 # library modules the templates below use.
 ALLOWED_IMPORTS = frozenset({"torch", "torch_mlir", "iree.compiler", "iree.runtime", "numpy",
-                             "sys", "os", "re", "tempfile"})
+                             "sys", "os", "re", "tempfile", "subprocess"})
 # Arrays up to this size are written into the script; larger ones beside it.
 INLINE_MAX_ELEMENTS = 64
 # IREE targets to reproduce a refbackend finding on, most familiar first.
@@ -625,24 +625,43 @@ _ATTEMPT = [
 
 
 def _crash_supervisor(entry: CorpusEntry) -> list[str]:
-    """For a CRASH bucket: the script re-runs itself in a child process and
-    exits 1 when the child dies of the bucket's signal (a process cannot
-    report its own segfault)."""
+    """For a CRASH or TIMEOUT bucket: the script re-runs itself in a child
+    process and exits 1 when the child dies of the bucket's signal, or is still
+    busy after the time the fuzzer gave it (a process can report neither its
+    own segfault nor its own hang)."""
     number = entry.numbers.get("signal") if isinstance(entry.numbers, dict) else None
-    if entry.verdict is not Verdict.CRASH or not isinstance(number, int):
+    crash = entry.verdict is Verdict.CRASH and isinstance(number, int)
+    limit = hang_limit_s(entry)
+    if not crash and limit is None:
         return []
-    return [
-        f"CRASH = {number}  # the signal the toolchain dies of",
-        "if os.environ.get('REPRO_CHILD') != '1':  # the stages run in a child: the bug kills it",
-        "    import subprocess",
-        "    child = subprocess.run([sys.executable, *sys.orig_argv[1:]], "
-        "env={**os.environ, 'REPRO_CHILD': '1'})",
-        "    if child.returncode == -CRASH:",
-        "        print(f'{STAGE} crashed: signal {CRASH}')",
-        "        print('signature:', SIGNATURE)",
-        "        sys.exit(1)",
-        "    sys.exit(child.returncode if child.returncode in (0, 2) else 2)",
-    ]
+    run_child = "subprocess.run([sys.executable, *sys.orig_argv[1:]], env={**os.environ, 'REPRO_CHILD': '1'}"
+    lines = ["if os.environ.get('REPRO_CHILD') != '1':  # the stages run in a child: the bug takes it down",
+             "    import subprocess"]
+    if crash:
+        lines[:0] = [f"CRASH = {number}  # the signal the toolchain dies of"]
+        lines += [f"    child = {run_child})",
+                  "    if child.returncode == -CRASH:",
+                  "        print(f'{STAGE} crashed: signal {CRASH}')",
+                  "        print('signature:', SIGNATURE)",
+                  "        sys.exit(1)"]
+    else:
+        lines[:0] = [f"HANG = {limit:g}  # seconds the fuzzer waited before calling it a hang"]
+        lines += ["    try:",
+                  f"        child = {run_child}, timeout=HANG)",
+                  "    except subprocess.TimeoutExpired:",
+                  "        print(f'{STAGE} hung: no answer within {HANG:g} s')",
+                  "        print('signature:', SIGNATURE)",
+                  "        sys.exit(1)"]
+    return lines + ["    sys.exit(child.returncode if child.returncode in (0, 2) else 2)"]
+
+
+def hang_limit_s(entry: CorpusEntry) -> float | None:
+    """The seconds a TIMEOUT entry's stage got before the fuzzer killed it
+    (the worker pool's "no answer within Ns" message), else None."""
+    if entry.verdict is not Verdict.TIMEOUT:
+        return None
+    found = re.search(r"no answer within ([0-9.]+)s", entry.error or "")
+    return float(found.group(1)) if found else 120.0
 
 
 def fault_parts(entry: CorpusEntry) -> list[str]:

@@ -5,9 +5,10 @@ iree-base-runtime) a finding was made with. Bump and release bisection must
 re-run the same harness against other pins without touching this install, so
 this module builds one virtual environment per toolchain with uv (fast, and it
 caches wheels and hard-links them, so a second version costs seconds), installs
-this source tree into it (editable: the harness is always today's code, only the
-toolchain moves), caches it under a key of its pins, and runs ``python -m fuzz``
-inside it. uv does not read pip's configuration, so the index, find-links,
+this harness into it (from a source checkout: editable, so the harness is always
+today's code and only the toolchain moves; from an installed wheel: the wheel's
+dependencies plus a copy of its three packages, keyed by their content), caches it
+under a key of its pins, and runs ``python -m fuzz`` inside it. uv does not read pip's configuration, so the index, find-links,
 constraints and certificate pip uses here are handed to uv explicitly; that is
 also what keeps torch on the local CPU wheel instead of a multi-GB CUDA build.
 """
@@ -88,7 +89,7 @@ class Toolchain:
         source tree installed into the environment (editable: an environment
         made from another checkout would run that checkout's harness)."""
         blob = json.dumps({"pins": self.resolved(), "python": _python_version(),
-                           "source": str(_source_root())}, sort_keys=True)
+                           "source": _harness_identity()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -125,8 +126,36 @@ def _python_version() -> str:
     return ".".join(map(str, sys.version_info[:3]))
 
 
+_PACKAGES = ("fuzz", "strategies", "oracles")
+
+
 def _source_root() -> Path:
+    """The folder holding the harness packages: a checkout, or site-packages."""
     return Path(__file__).resolve().parents[1]
+
+
+def _is_checkout() -> bool:
+    """A source checkout (editable install or PYTHONPATH) rather than a wheel
+    installed into site-packages, which must not be installed editable: it is
+    the folder of every other package too."""
+    return (_source_root() / "pyproject.toml").is_file()
+
+
+def _harness_files() -> list[Path]:
+    root = _source_root()
+    return sorted(path for package in _PACKAGES for path in (root / package).rglob("*.py"))
+
+
+def _harness_identity() -> str:
+    """What the environment's harness is: a checkout's path (editable, live),
+    or the content hash of an installed wheel's packages (copied, so a changed
+    install must rebuild)."""
+    if _is_checkout():
+        return str(_source_root())
+    digest = hashlib.sha256()
+    for path in _harness_files():
+        digest.update(str(path.relative_to(_source_root())).encode() + b"\0" + path.read_bytes())
+    return "wheel:" + digest.hexdigest()[:16]
 
 
 def _default_root() -> Path:
@@ -140,7 +169,7 @@ def _python_in(venv: Path) -> Path:
 
 def _record(toolchain: Toolchain) -> dict[str, object]:
     return {"pins": list(toolchain.resolved()), "python": _python_version(),
-            "source": str(_source_root())}
+            "source": _harness_identity()}
 
 
 def _cached(venv: Path, toolchain: Toolchain) -> bool:
@@ -189,9 +218,39 @@ def _build(venv: Path, toolchain: Toolchain) -> None:
     # Overrides, not requirements: dlrm-fuzz itself pins today's versions, and
     # an override is how uv lets a pin win over a dependency's own pin.
     overrides.write_text("\n".join(toolchain.resolved()) + "\n")
-    _uv(["pip", "install", "--quiet", "--python", str(_python_in(venv)), *_pip_settings(),
-         "--override", str(overrides), "--editable", str(_source_root())], uv, env, toolchain)
+    install = ["pip", "install", "--quiet", "--python", str(_python_in(venv)), *_pip_settings(),
+               "--override", str(overrides)]
+    if _is_checkout():
+        _uv([*install, "--editable", str(_source_root())], uv, env, toolchain)
+    else:
+        requirements = venv / "requirements.txt"
+        requirements.write_text("\n".join(_wheel_requirements()) + "\n")
+        _uv([*install, "--requirement", str(requirements)], uv, env, toolchain)
+        _copy_harness(venv)
     (venv / _META).write_text(json.dumps(_record(toolchain), indent=2) + "\n")
+
+
+def _wheel_requirements() -> list[str]:
+    """dlrm-fuzz's own dependencies (no extras), as the installed wheel declares them."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        declared = requires("dlrm-fuzz") or []
+    except PackageNotFoundError:
+        raise ToolchainError("dlrm-fuzz: neither a source checkout nor an installed "
+                             "distribution; install it with `pip install -e .`") from None
+    return [req for req in declared if "extra ==" not in req.replace('"', "").replace("'", "")]
+
+
+def _copy_harness(venv: Path) -> None:
+    """Today's harness packages into the environment's site-packages."""
+    site = subprocess.run([str(_python_in(venv)), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    for path in _harness_files():
+        target = Path(site) / path.relative_to(_source_root())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 def _uv(args: list[str], uv: str, env: dict[str, str], toolchain: Toolchain) -> None:

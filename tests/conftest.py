@@ -8,6 +8,7 @@ database is off, so a CI failure replays on a laptop with the printed seed.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,3 +29,17 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(TEST_SEED)
+
+
+@pytest.fixture(scope="session")
+def toolchain_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of uv toolchain environments for the whole run, so the real
+    bump, bisect and toolchain tests build each IREE release once. Skips the
+    test when uv is missing (it comes with the ``test`` extra)."""
+    from fuzz import toolchains
+
+    try:
+        toolchains._uv_bin()
+    except toolchains.ToolchainError as exc:
+        pytest.skip(str(exc))
+    return tmp_path_factory.mktemp("toolchains")

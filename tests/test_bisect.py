@@ -129,3 +129,24 @@ def test_bisect_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 2 and done.stderr.startswith("dlrm-fuzz: error:")
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.pipeline
+def test_real_bisect_finds_the_release_that_fixed_a_real_compiler_crash(
+        tmp_path: Path, toolchain_root: Path) -> None:
+    """The bucket's own repro.py, run in uv environments of IREE 3.12.0 and
+    3.13.0: the SIGFPE in AnnotateDispatches on a one-row table is fixed in
+    3.13.0 (the full 2.9.0..3.13.0 bisection is in the README)."""
+    import shutil
+
+    store = tmp_path / "corpus"
+    shutil.copytree(Path(__file__).parent / "data" / "corpus-iree-3.12", store)
+    done = subprocess.run([sys.executable, "-m", "fuzz", "bisect", "compile_error-bfac04ea9b7d",
+                           "--corpus", str(store), "--iree", "3.12.0..3.13.0",
+                           "--env-root", str(toolchain_root)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fixed in 3.13.0 (last bad 3.12.0)" in done.stdout, done.stdout
+    steps = [line for line in done.stdout.splitlines() if line.lstrip().startswith(("3.12.0",
+                                                                                  "3.13.0"))]
+    assert len(steps) == 2, done.stdout

@@ -187,3 +187,49 @@ def test_bump_end_to_end_on_fake_targets(tmp_path: Path) -> None:
     assert all((out / "found" / b / "case.json").is_file() for b in found)
     assert "## dlrm-fuzz bump: no new bugs" in done.stdout
     assert data["sides"][0]["reused_install"] and data["sides"][1]["reused_install"]
+
+
+REAL_BUG_CORPUS = Path(__file__).parent / "data" / "corpus-iree-3.12"
+IREE_3_12 = "iree-base-compiler==3.12.0,iree-base-runtime==3.12.0"
+
+
+@pytest.mark.pipeline
+def test_real_bump_to_an_older_iree_reports_its_compiler_crash_as_new(
+        tmp_path: Path, toolchain_root: Path) -> None:
+    """A real bump, pinned IREE 3.13.0 -> 3.12.0 in a uv environment, replaying
+    a one-bucket corpus: IREE 3.12.0's compiler dies of SIGFPE on a one-row
+    table (AnnotateDispatches), fixed in 3.13.0, so going back is a new bug,
+    in all three report forms, with exit status 1."""
+    import shutil
+
+    store, out = tmp_path / "corpus", tmp_path / "out"
+    shutil.copytree(REAL_BUG_CORPUS, store)
+    done = _cli("bump", "--to", IREE_3_12, "--corpus", str(store), "--budget", "0s",
+                "--env-root", str(toolchain_root), "--out", str(out), "--repeat", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = json.loads((out / "bump.json").read_text())
+    assert [(r["bucket"], r["change"]) for r in data["rows"]] == [
+        ("compile_error-bfac04ea9b7d", "new")], data["rows"]
+    assert data["sides"][0]["reused_install"] and not data["sides"][1]["reused_install"]
+    assert "## dlrm-fuzz bump: new bugs" in (out / "bump.md").read_text()
+    suite = ET.parse(out / "bump.junit.xml").getroot()
+    cases = suite.findall(".//testcase")
+    assert len(cases) == 1 and cases[0].find("failure") is not None
+    assert (store / "compile_error-bfac04ea9b7d" / "case.json").read_bytes() == \
+        (REAL_BUG_CORPUS / "compile_error-bfac04ea9b7d" / "case.json").read_bytes()
+
+
+def test_the_example_workflow_calls_bump_with_options_that_exist() -> None:
+    """The GitHub Actions example must not rot: its `dlrm-fuzz bump` line
+    parses with today's command line."""
+    import shlex
+
+    from fuzz.cli import _parser
+
+    workflow = Path(__file__).parents[1] / ".github" / "workflows" / "bump.yml"
+    calls = [line.strip() for line in workflow.read_text().splitlines()
+             if line.strip().startswith("dlrm-fuzz bump")]
+    assert len(calls) == 1, calls
+    args = _parser().parse_args(shlex.split(calls[0])[1:])
+    assert args.command == "bump" and str(args.out) == "bump"
+    assert (str(args.from_), str(args.to)) == ("base-pyproject.toml", "pyproject.toml")

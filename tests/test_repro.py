@@ -229,3 +229,25 @@ def test_run_repro_reports_a_timeout(tmp_path: Path) -> None:
     code, output = run_repro(tmp_path, timeout_s=1)
     assert code == 124 and "timed out" in output
     shutil.rmtree(tmp_path)
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("limit, code", [(0.5, 1), (300, 0)])
+def test_a_hang_repro_supervises_a_child_for_the_fuzzers_time_limit(
+        tmp_path: Path, limit: float, code: int) -> None:
+    """A TIMEOUT bucket: the script runs its stages in a child and calls it the
+    bug (exit 1) when the child is still busy after the fuzzer's limit, read
+    from the entry. Half a second is less than the stages take (the bug
+    "present"); five minutes is plenty (the compile passes: "fixed")."""
+    signature = "TIMEOUT|iree:llvm-cpu|no answer within Ns (stage compile); worker killed"
+    entry = make_entry(tiny_sample(one_table()), signature, "iree-cpu", ("iree-cpu",),
+                       stage=Stage.COMPILE,
+                       error=f"no answer within {limit:g}s (stage compile); worker killed")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.exit_code == code, repro
+    assert "HANG = " in (tmp_path / "repro.py").read_text()
+    if code == 1:
+        assert repro.status == "reproduces" and "compile hung: no answer within 0.5 s" in repro.output
+    else:
+        assert "compile passed: fixed" in repro.output and "signature:" not in repro.output
+    assert_standalone(tmp_path)

@@ -17,7 +17,8 @@ from fuzz.toolchains import (PINNED, Toolchain, ToolchainError, current_toolchai
                              parse_pins, run_in)
 
 ROOT = Path(__file__).resolve().parents[1]
-OLDER = "iree-base-compiler==3.10.0,iree-base-runtime==3.10.0"
+# The release the real bump and bisect tests use too: one environment for all.
+OLDER = "iree-base-compiler==3.12.0,iree-base-runtime==3.12.0"
 
 
 def test_pinned_matches_pyproject() -> None:
@@ -72,16 +73,9 @@ def test_version_order_is_numeric() -> None:
         "2.9.0", "3.7.1", "3.9.0", "3.10.0"]
 
 
-def _uv_or_skip() -> None:
-    try:
-        toolchains._uv_bin()
-    except ToolchainError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.pipeline
-def test_older_iree_environment_builds_runs_and_is_cached(tmp_path: Path) -> None:
-    _uv_or_skip()
+def test_older_iree_environment_builds_runs_and_is_cached(toolchain_root: Path) -> None:
+    tmp_path = toolchain_root
     tc = parse_pins(OLDER)
     start = time.monotonic()
     python = environment(tc, tmp_path)
@@ -93,7 +87,7 @@ def test_older_iree_environment_builds_runs_and_is_cached(tmp_path: Path) -> Non
          "print(m.version('iree-base-compiler'), m.version('iree-base-runtime'), "
          "m.version('torch'))"], capture_output=True, text=True, check=True)
     iree, runtime, torch = probe.stdout.split()
-    assert (iree, runtime) == ("3.10.0", "3.10.0")
+    assert (iree, runtime) == ("3.12.0", "3.12.0")
     assert torch.startswith("2.13.0") and "+cpu" in torch  # the local CPU wheel, never CUDA
 
     def no_uv() -> str:
@@ -109,11 +103,33 @@ def test_older_iree_environment_builds_runs_and_is_cached(tmp_path: Path) -> Non
 
 
 @pytest.mark.pipeline
-def test_nonexistent_version_is_a_one_line_error(tmp_path: Path) -> None:
-    _uv_or_skip()
+def test_nonexistent_version_is_a_one_line_error(tmp_path: Path, toolchain_root: Path) -> None:
     with pytest.raises(ToolchainError) as info:
         environment(parse_pins("iree-base-compiler==9.9.9"), tmp_path)
     message = str(info.value)
     assert "\n" not in message and message.startswith("iree-base-compiler==9.9.9: does not install")
     assert "pip index versions iree-base-compiler" in message
     assert [p.name for p in tmp_path.iterdir()] == []  # nothing half-built left behind
+
+
+@pytest.mark.pipeline
+def test_an_installed_wheel_gets_a_copy_of_its_harness(tmp_path: Path, toolchain_root: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed from a wheel, the harness lives in site-packages, which must
+    not be installed editable: the environment gets the wheel's dependencies
+    and a copy of the packages, and a changed harness makes a new environment."""
+    monkeypatch.setattr(toolchains, "_is_checkout", lambda: False)
+    tc = parse_pins(OLDER)
+    python = environment(tc, tmp_path)
+    where = subprocess.run([str(python), "-c", "import fuzz, iree.compiler.version as v; "
+                            "print(fuzz.__file__); print(v.PACKAGE_SUFFIX, v.VERSION)"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    location = Path(where.stdout.splitlines()[0])
+    assert location.is_relative_to(python.parents[1]), location  # the copy, not this checkout
+    assert "3.12.0" in where.stdout.splitlines()[1]
+    assert location.read_bytes() == (ROOT / "fuzz" / "__init__.py").read_bytes()
+    before = tc.key()
+    monkeypatch.setattr(toolchains, "_harness_files",
+                        lambda: [ROOT / "fuzz" / "__init__.py"])  # "another wheel"
+    assert tc.key() != before
