@@ -421,19 +421,13 @@ def _vulkan_device_targets(target: IreeTarget) -> str:
     """The ``hal.device.targets`` attribute the target attaches (empty when it
     uses flags instead), as compiled here: the device description is part of
     the program IREE compiled."""
-    from fuzz.vulkan import prepare_for_vulkan
-
-    source, _ = prepare_for_vulkan("module {\n}", target.flags)
+    source, _ = target.prepare("module {\n}")
     found = re.match(r"module attributes \{(.*)\} \{", source)
     return found.group(1) if found else ""
 
 
 def _flags(target: IreeTarget) -> list[str]:
-    if isinstance(target, VulkanTarget):
-        from fuzz.vulkan import prepare_for_vulkan
-
-        return list(prepare_for_vulkan("module {\n}", target.flags)[1])
-    return list(target.flags)
+    return list(target.prepare("module {\n}")[1])
 
 
 def _compile_and_load(target: IreeTarget, indent: str) -> list[str]:

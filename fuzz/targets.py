@@ -299,13 +299,18 @@ class IreeTarget(CompiledTarget):
 @dataclass(frozen=True)
 class VulkanTarget(IreeTarget):
     """IREE ``vulkan-spirv`` compiled for a description of the Vulkan device
-    present (lavapipe or a real GPU; see ``fuzz.vulkan``): IREE's generic
-    targets would give false alarms there."""
+    present (lavapipe or a real GPU; see ``fuzz.vulkan``), or, with
+    ``describe_device=False``, for IREE's default Vulkan target: the class of
+    mobile GPUs without native int64, where IREE emulates 64-bit integers with
+    pairs of 32-bit ones (a code path of its own, run on whatever device is here)."""
 
     backend: str = "vulkan-spirv"
     driver: str = "vulkan"
+    describe_device: bool = True
 
     def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
+        if not self.describe_device:
+            return mlir, self.flags
         from fuzz.vulkan import prepare_for_vulkan
 
         return prepare_for_vulkan(mlir, self.flags)
@@ -464,6 +469,8 @@ _STATIC: tuple[CompiledTarget, ...] = (
                backend="llvm-cpu", driver="local-task", flags=("--iree-input-type=stablehlo", *_CPU)),
     RefBackendTarget("refbackend", "linalg-on-tensors -> torch-mlir refbackend (MLIR ExecutionEngine)"),
     VulkanTarget("iree-vulkan", "linalg-on-tensors -> IREE vulkan-spirv -> vulkan (GPU, or lavapipe on CPU)"),
+    VulkanTarget("iree-vulkan-default", "linalg-on-tensors -> IREE vulkan-spirv for IREE's default "
+                 "target (no int64: emulated) -> vulkan", describe_device=False),
     IreeTarget("iree-cuda", "linalg-on-tensors -> IREE cuda -> cuda (NVIDIA GPU)",
                backend="cuda", driver="cuda"),
     IreeTarget("iree-hip", "linalg-on-tensors -> IREE rocm -> hip (AMD GPU, gfx942)",

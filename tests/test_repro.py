@@ -251,3 +251,23 @@ def test_a_hang_repro_supervises_a_child_for_the_fuzzers_time_limit(
     else:
         assert "compile passed: fixed" in repro.output and "signature:" not in repro.output
     assert_standalone(tmp_path)
+
+
+@pytest.mark.pipeline
+def test_default_vulkan_target_bug_reproduces_on_that_target(tmp_path: Path) -> None:
+    """A repro compiles for the target the bug was seen on: for
+    `iree-vulkan-default` IREE's default (int64-less) target, not the
+    described device (where the same program compiles)."""
+    from fuzz import devices
+
+    ok, why = devices.device_availability("vulkan")
+    if not ok:
+        pytest.skip(why)
+    signature = ("COMPILE_ERROR|iree:vulkan-spirv|arith.remsi|error: failed to legalize operation "
+                 "'arith.remsi' that was explicitly marked illegal")
+    sample = tiny_sample(one_table(qr_flag=True, qr_threshold=4, qr_collisions=3))
+    entry = make_entry(sample, signature, "iree-vulkan-default", ("iree-vulkan-default",),
+                       stage=Stage.COMPILE, op="arith.remsi")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert_reproduces(repro, tmp_path, signature)
+    assert "DEVICE_TARGETS = ''" in (tmp_path / "repro.py").read_text()

@@ -10,7 +10,7 @@ from fuzz.execute import execute
 from fuzz.targets import (TARGETS, CompiledTarget, UnavailableTarget, UnknownTarget,
                           available_targets, resolve_targets)
 from oracles import Verdict, judge
-from tests.helpers import varied_sample
+from tests.helpers import tiny_config, varied_sample
 
 # What torch 2.13.0 / torch-mlir 20261001 / IREE 3.13.0 do with a plain DLRM.
 EXPECTED = {
@@ -21,6 +21,10 @@ EXPECTED = {
     # The third batch has a table with no indices: a zero-length buffer that
     # IREE's Vulkan HAL refuses to bind ("resolved to an empty buffer range").
     "iree-vulkan-dyn": Verdict.RUNTIME_ERROR,
+    # IREE's default Vulkan target has no int64: its 64-bit integer emulation
+    # leaves an i64 -> vector<2xi32> materialization unresolved on a 3-table DLRM.
+    "iree-vulkan-default": Verdict.COMPILE_ERROR,
+    "iree-vulkan-default-dyn": Verdict.COMPILE_ERROR,
 }
 COMPILED = [name for name, t in TARGETS.items() if isinstance(t, CompiledTarget)]
 CPU_TARGETS = [n for n in COMPILED if not n.startswith(("iree-cuda", "iree-hip"))]
@@ -28,7 +32,7 @@ CPU_TARGETS = [n for n in COMPILED if not n.startswith(("iree-cuda", "iree-hip")
 
 def test_table_has_every_pipeline_in_static_and_dynamic_form() -> None:
     for name in ("iree-cpu", "iree-cpu-sync", "iree-vmvx", "iree-torch", "iree-tosa",
-                 "iree-stablehlo", "refbackend", "iree-vulkan", "iree-cuda", "iree-hip"):
+                 "iree-stablehlo", "refbackend", "iree-vulkan", "iree-vulkan-default", "iree-cuda", "iree-hip"):
         assert name in TARGETS and f"{name}-dyn" in TARGETS
         assert TARGETS[f"{name}-dyn"].any_shape and not TARGETS[name].any_shape
     assert TARGETS["eager"].any_shape and TARGETS["eager-f64"].any_shape
@@ -66,11 +70,36 @@ def test_target_runs_a_small_dlrm(name: str) -> None:
     if name == "iree-vulkan-dyn":
         assert "empty buffer range" in outcome.error
         assert result.outputs[0] is not None and result.outputs[2] is None  # failed on batch 3
+    if name.startswith("iree-vulkan-default"):
+        assert "materialization from ('i64') to ('vector<2xi32>')" in outcome.error
     if outcome.verdict is Verdict.PASS:
         assert result.compiles == 1
         checked = [out is not None for out in result.outputs]
         # Static: the two batches of the first shape; dynamic: all three.
         assert checked == ([True, True, True] if name.endswith("-dyn") else [True, True, False])
+
+
+@pytest.mark.pipeline
+def test_default_vulkan_target_emulates_int64_and_gets_its_own_bugs() -> None:
+    """IREE's default Vulkan target (no native int64, as on mobile GPUs) runs
+    a one-table DLRM right on this device, emulating its int64 indices with
+    32-bit pairs; a QR table's int64 remainder is where the emulation stops
+    (`arith.remsi` left illegal), while the device-described target, with
+    native int64, computes the same QR sample right."""
+    devices_ok, why = TARGETS["iree-vulkan-default"].availability()
+    if not devices_ok:
+        pytest.skip(why)
+    one_table = varied_sample(tiny_config(ln_emb=(10,), ln_top=(5, 1)))
+    qr = varied_sample(tiny_config(ln_emb=(10,), ln_top=(5, 1), qr_flag=True, qr_threshold=4,
+                                   qr_collisions=3))
+    for sample, name, verdict in ((one_table, "iree-vulkan-default", Verdict.PASS),
+                                  (qr, "iree-vulkan-default", Verdict.COMPILE_ERROR),
+                                  (qr, "iree-vulkan", Verdict.PASS)):
+        outcome = judge(execute(TARGETS[name], sample), execute(TARGETS["eager-f64"], sample),
+                        execute(TARGETS["eager"], sample))
+        assert outcome.verdict is verdict, (name, outcome)
+        if verdict is Verdict.COMPILE_ERROR:
+            assert "failed to legalize operation 'arith.remsi'" in outcome.error
 
 
 @pytest.mark.gpu
