@@ -25,6 +25,7 @@ from typing import Any, Callable
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz import corpus
+from fuzz.coverage import Coverage
 from fuzz.corpus import CorpusEntry
 from fuzz.interrupt import Interrupted, deferred, stop_signals
 from fuzz.sample import Sample
@@ -106,6 +107,7 @@ class CampaignReport:
     ablations: int = 0
     repro_status: dict[str, str] = field(default_factory=dict)  # bucket -> repro check
     interrupted: int | None = None  # the signal that stopped the campaign
+    coverage: Coverage = field(default_factory=Coverage)
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -121,7 +123,8 @@ class CampaignReport:
                 "new_buckets": [f.bucket for f in self.new_buckets],
                 "phase_seconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
                 "workers_replaced": self.workers_replaced,
-                "harness_errors": list(self.harness_errors), "interrupted": self.interrupted}
+                "harness_errors": list(self.harness_errors), "interrupted": self.interrupted,
+                "coverage": self.coverage.to_dict()}
 
 
 class _BudgetSpent(BaseException):
@@ -356,6 +359,7 @@ class Campaign:
         findings = self.triage.findings(sample, judged, results, outcomes)
         if not file:
             return findings
+        self.report.coverage.add(sample, outcomes)
         for name, result in results.items():
             self.report.configs_compiled += result.compiles
             for stage, seconds in result.timings.items():

@@ -26,6 +26,7 @@ from rich.text import Text
 from fuzz import corpus
 from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
+from fuzz.coverage import COLUMNS
 from fuzz.interrupt import EXIT_STATUS
 from fuzz.bisect import BisectError
 from fuzz.bump import BumpError
@@ -418,6 +419,8 @@ def _summary(console: Console, report: CampaignReport) -> None:
     for (target, verdict), count in sorted(report.outcomes.items()):
         _row(verdicts, target, verdict, str(count))
     console.print(verdicts)
+    if report.coverage.counts:
+        console.print(_coverage_table(report))
     if report.new_buckets:
         found = Table(title="new failure buckets")
         for column in ("bucket", "owner on targets", "verdict", "culprit / first error line",
@@ -441,6 +444,16 @@ def _summary(console: Console, report: CampaignReport) -> None:
                            f"{r.get('seconds', 0.0):.1f}",
                            "replaced" if record.replaced else "kept")
         console.print(shrunk)
+
+
+def _coverage_table(report: CampaignReport) -> Table:
+    """Samples per knob value, and how far at least one target got with them."""
+    table = Table(title="coverage: samples per knob value (got through, on at least one target)")
+    for column in ("knob value", *COLUMNS):
+        table.add_column(column, justify="left" if column == "knob value" else "right")
+    for knob, counts in report.coverage.rows():
+        _row(table, knob, *(str(count) for count in counts))
+    return table
 
 
 def _row(table: Table, *cells: str) -> None:
