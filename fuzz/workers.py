@@ -11,6 +11,7 @@ carrying the stage it was in and the tail of its stderr, and is replaced.
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -129,13 +130,16 @@ class _Worker:
     conn: Any
     stage: Any
     stderr_path: str
-    job: int | None = None
+    job: int | None = None  # the ticket of the job it runs
+    work: Job | None = None
+    started: float = 0.0
     deadline: float = 0.0
 
 
 class WorkerPool:
-    """``size`` spawned workers; ``run(jobs)`` executes (target, sample) pairs
-    concurrently and returns one TargetResult per job, in order."""
+    """``size`` spawned workers. ``submit`` / ``completed`` keep them busy
+    without a barrier (a caller feeds the next job as soon as one finishes);
+    ``run(jobs)`` executes a list and returns one answer per job, in order."""
 
     def __init__(self, size: int, timeout_s: float = 120.0, memory_mb: int | None = 8192,
                  preload: bool = True, cache_dir: Path | None = None, cache_mb: int = 2048) -> None:
@@ -150,6 +154,9 @@ class WorkerPool:
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
         self._serial = 0
         self.replaced = 0
+        self.busy_s = 0.0  # seconds workers spent on jobs: the busy fraction's numerator
+        self._tickets = 0
+        self._queue: collections.deque[tuple[int, Job]] = collections.deque()
         self._workers: list[_Worker] = []
         try:
             for _ in range(size):
@@ -218,36 +225,75 @@ class WorkerPool:
         self.close()
 
     # -- running -----------------------------------------------------------
-    def run(self, jobs: Sequence[Job | tuple[Target, Sample]]) -> list[Any]:
-        """Run ``jobs`` concurrently; one answer per job, in order. A ``(target,
-        sample)`` pair is an ``ExecuteJob``. A job whose worker dies or hangs
-        answers a ``TargetResult`` carrying the CRASH / TIMEOUT failure."""
-        work: list[Job] = [ExecuteJob(*job) if isinstance(job, tuple) else job for job in jobs]
-        results: list[Any] = [None] * len(work)
-        pending = list(range(len(work)))
-        pending.reverse()
-        while pending or any(w.job is not None for w in self._workers):
-            for worker in self._workers:
-                if worker.job is None and pending:
-                    job = pending.pop()
-                    worker.job = job
-                    worker.deadline = time.monotonic() + self.timeout_s
-                    worker.conn.send((job, work[job]))
-            self._collect(work, results)
-        return results
+    @property
+    def slots(self) -> int:
+        """How many jobs run at once: what a scheduler keeps the pool fed with."""
+        return len(self._workers)
 
-    def _collect(self, jobs: Sequence[Job], results: list[Any]) -> None:
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet answered (queued or running)."""
+        return len(self._queue) + sum(w.job is not None for w in self._workers)
+
+    def submit(self, job: Job | tuple[Target, Sample]) -> int:
+        """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
+        start it if a worker is idle; its answer comes back from
+        :meth:`completed` under the returned ticket."""
+        self._tickets += 1
+        self._queue.append((self._tickets, ExecuteJob(*job) if isinstance(job, tuple) else job))
+        self._dispatch()
+        return self._tickets
+
+    def completed(self, timeout: float | None = None) -> list[tuple[int, Any]]:
+        """Answers of finished jobs as (ticket, answer): waits until at least
+        one job finishes (or ``timeout`` seconds pass), then starts queued jobs
+        on the freed workers at once, so no worker waits for the caller."""
+        if not self.pending:
+            return []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._dispatch()
+            done = self._collect(deadline)
+            self._dispatch()
+            if done or (deadline is not None and time.monotonic() >= deadline):
+                return done
+
+    def run(self, jobs: Sequence[Job | tuple[Target, Sample]]) -> list[Any]:
+        """Run ``jobs`` concurrently; one answer per job, in order. A job whose
+        worker dies or hangs answers a ``TargetResult`` carrying the CRASH /
+        TIMEOUT failure."""
+        tickets = [self.submit(job) for job in jobs]
+        wanted = set(tickets)
+        answers: dict[int, Any] = {}
+        while wanted - answers.keys():
+            answers.update((t, a) for t, a in self.completed() if t in wanted)
+        return [answers[t] for t in tickets]
+
+    def _dispatch(self) -> None:
+        for worker in self._workers:
+            if worker.job is None and self._queue:
+                ticket, job = self._queue.popleft()
+                worker.job, worker.work = ticket, job
+                worker.started = time.monotonic()
+                worker.deadline = worker.started + self.timeout_s
+                worker.conn.send((ticket, job))
+
+    def _collect(self, until: float | None) -> list[tuple[int, Any]]:
         busy = [i for i, w in enumerate(self._workers) if w.job is not None]
-        wait_for = min(self._workers[i].deadline for i in busy) - time.monotonic()
+        if not busy:
+            return []
+        wait_until = min(self._workers[i].deadline for i in busy)
+        if until is not None:
+            wait_until = min(wait_until, until)
         handles: list[Any] = []
         for i in busy:
             handles += [self._workers[i].conn, self._workers[i].process.sentinel]
-        multiprocessing.connection.wait(handles, timeout=max(0.0, wait_for))
+        multiprocessing.connection.wait(handles, timeout=max(0.0, wait_until - time.monotonic()))
+        done: list[tuple[int, Any]] = []
         for i in busy:
             worker = self._workers[i]
-            job = worker.job
-            assert job is not None
-            target_name = jobs[job].target_name
+            ticket, job = worker.job, worker.work
+            assert ticket is not None and job is not None
             if worker.conn.poll():
                 try:
                     kind, _, payload = worker.conn.recv()
@@ -259,14 +305,16 @@ class WorkerPool:
                 kind, payload = "timeout", None
             else:
                 continue
-            if kind == "result":
-                results[job] = payload
-                worker.job = None
-                continue
+            self.busy_s += time.monotonic() - worker.started
             if kind == "harness-error":
-                raise HarnessError(f"bug in dlrm-fuzz while running {target_name}:\n{payload}")
-            results[job] = self._lost_worker_result(worker, target_name, kind)
+                raise HarnessError(f"bug in dlrm-fuzz while running {job.target_name}:\n{payload}")
+            if kind == "result":
+                worker.job = worker.work = None
+                done.append((ticket, payload))
+                continue
+            done.append((ticket, self._lost_worker_result(worker, job.target_name, kind)))
             self._replace(i)
+        return done
 
     def _lost_worker_result(self, worker: _Worker, target: str, kind: str) -> TargetResult:
         stage = Stage.parse(worker.stage.value.decode() or Stage.START.value)

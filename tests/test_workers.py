@@ -51,3 +51,24 @@ def test_pool_still_works_after_crashes(pool: WorkerPool) -> None:
 def test_pool_rejects_zero_workers() -> None:
     with pytest.raises(ValueError, match="workers=0"):
         WorkerPool(0)
+
+
+def test_a_freed_worker_takes_the_next_job_while_another_hangs(pool: WorkerPool) -> None:
+    """No barrier: with one worker stuck on a hang, the other works through
+    the queue, and each answer comes back as soon as it is ready."""
+    sample = tiny_sample()
+    hang, ok = resolve_targets(["fake-hang", "fake-ok"])
+    busy_before = pool.busy_s
+    hung = pool.submit((hang, sample))
+    quick = [pool.submit((ok, sample)) for _ in range(3)]
+    assert pool.pending == 4 and pool.slots == 2
+    answered: list[int] = []
+    while len(answered) < 3:
+        for ticket, result in pool.completed():
+            assert ticket in quick and result.failure is None  # the hang is not done yet
+            answered.append(ticket)
+    assert sorted(answered) == quick and pool.pending == 1
+    ((ticket, result),) = pool.completed()
+    assert ticket == hung and result.failure is not None and result.failure.timed_out
+    assert pool.completed(timeout=0.1) == [] and pool.pending == 0
+    assert pool.busy_s - busy_before >= 10  # the hang's 10 s count as busy time
