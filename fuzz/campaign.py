@@ -29,6 +29,7 @@ from fuzz.coverage import Coverage
 from fuzz.corpus import CorpusEntry
 from fuzz.interrupt import Interrupted, deferred, stop_signals
 from fuzz.sample import Sample
+from fuzz.schedule import Scheduler
 from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
 from fuzz.triage import Finding, Triage
 from fuzz.workers import WorkerPool
@@ -64,6 +65,8 @@ class CampaignOptions:
     shrink_budget_s: float = 60.0
     # Write and check repro.py, tool files and REPORT.md for new / shrunk buckets.
     report: bool = True
+    # Send a sample to fewer targets where they keep landing in known buckets.
+    schedule: bool = True
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,11 @@ class CampaignReport:
     repro_status: dict[str, str] = field(default_factory=dict)  # bucket -> repro check
     interrupted: int | None = None  # the signal that stopped the campaign
     coverage: Coverage = field(default_factory=Coverage)
+    # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
+    allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
+    confirm_runs: int = 0  # partially scheduled samples re-run on every target
+    busy_s: float = 0.0  # seconds workers spent on jobs
+    workers: int = 0
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -124,7 +132,29 @@ class CampaignReport:
                 "phase_seconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
                 "workers_replaced": self.workers_replaced,
                 "harness_errors": list(self.harness_errors), "interrupted": self.interrupted,
-                "coverage": self.coverage.to_dict()}
+                "coverage": self.coverage.to_dict(),
+                "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
+                               for row in self.allocation],
+                "confirm_runs": self.confirm_runs, "busy_fraction": round(self.busy_fraction, 3)}
+
+    @property
+    def busy_fraction(self) -> float:
+        """Seconds workers spent on jobs / (wall seconds x workers)."""
+        return self.busy_s / (self.elapsed_s * self.workers) if self.elapsed_s and self.workers \
+            else 0.0
+
+
+@dataclass(eq=False)
+class _InFlight:
+    """One sample's jobs: references first, then ``ordered`` targets; answers
+    fill in as they finish, in any order."""
+
+    sample: Sample
+    ordered: list[Target]
+    index: int | None  # the generated sample's number; None: checked at once
+    answers: list[Any]
+    left: int = 0
+    partial: bool = False  # the scheduler left some targets out
 
 
 class _BudgetSpent(BaseException):
@@ -171,6 +201,11 @@ class Campaign:
         self.pool: WorkerPool | None = None
         self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
+        # Samples in flight: each job's ticket -> (its sample, its position);
+        # generated samples waiting to be triaged, oldest first.
+        self._open: dict[int, tuple[_InFlight, int]] = {}
+        self._flights: list[_InFlight] = []
+        self.scheduler = Scheduler(seed=options.seed) if options.schedule else None
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
@@ -196,6 +231,9 @@ class Campaign:
                             self._phase("report", self._write_reports)
                     finally:
                         self.report.workers_replaced = pool.replaced
+                        self.report.busy_s, self.report.workers = pool.busy_s, pool.slots
+                        if self.scheduler is not None:
+                            self.report.allocation = self.scheduler.allocation()
                         self.report.localizations = self.triage.localizations
                         self.report.ablations = self.triage.ablations
             except Interrupted as stop:
@@ -330,7 +368,14 @@ class Campaign:
             if time.monotonic() >= self._generate_deadline(deadline):
                 raise _BudgetSpent
             self.report.samples += 1
-            self._run_sample(sample, self.targets, file=True)
+            chosen = self.scheduler.choose(sample, self.targets) if self.scheduler else self.targets
+            flight = self._submit(sample, chosen, index=self.report.samples)
+            flight.partial = len(chosen) < len(self.targets)
+            # No barrier: the next sample's jobs are queued while this one's
+            # slowest targets still run; wait only while every worker has work.
+            assert self.pool is not None
+            while self.pool.pending > self.pool.slots:
+                self._drain()
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
 
@@ -338,14 +383,55 @@ class Campaign:
             check()
         except _BudgetSpent:
             pass
+        while self._flights:  # what is in flight when the budget ends is still checked
+            self._drain()
+
+    # -- samples in flight ----------------------------------------------------------
+    def _submit(self, sample: Sample, targets: list[Target], index: int | None) -> _InFlight:
+        """Queue every job of one sample (references first); ``index``: a
+        generated sample, to be filed when its last answer is in."""
+        assert self.pool is not None
+        ordered = dispatch_order(targets)
+        flight = _InFlight(sample, ordered, index, [None] * (2 + len(ordered)))
+        for position, target in enumerate(self.references + ordered):
+            ticket = self.pool.submit((target, sample))
+            self._open[ticket] = (flight, position)
+        flight.left = len(flight.answers)
+        if index is not None:
+            self._flights.append(flight)
+        return flight
+
+    def _take_answers(self) -> None:
+        assert self.pool is not None
+        for ticket, answer in self.pool.completed():
+            flight, position = self._open.pop(ticket)
+            flight.answers[position] = answer
+            flight.left -= 1
+
+    def _drain(self) -> None:
+        """Take finished answers; triage and file every generated sample whose
+        answers are all in, in the order the samples were made."""
+        self._take_answers()
+        ready = [flight for flight in self._flights if not flight.left]
+        for flight in ready:
+            self._flights.remove(flight)
+            self._triage(flight, file=True)
 
     def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
-        """All targets on one sample, triaged; ``file``: count and store findings."""
-        assert self.pool is not None and self.triage is not None
-        ordered = dispatch_order(targets)
-        answers = self.pool.run([(t, sample) for t in self.references + ordered])
-        reference, eager = answers[0], answers[1]
-        results = {t.name: r for t, r in zip(ordered, answers[2:])}
+        """All targets on one sample, triaged now (replay, matrix, shrink);
+        answers for generated samples in flight are kept for ``_drain``."""
+        flight = self._submit(sample, targets, index=None)
+        while flight.left:
+            self._take_answers()
+        return self._triage(flight, file)
+
+    def _triage(self, flight: _InFlight, file: bool) -> list[Finding]:
+        """Judge one sample's answers, blame across targets, group by bucket;
+        ``file``: count and store its findings."""
+        assert self.triage is not None
+        sample, ordered = flight.sample, flight.ordered
+        reference, eager = flight.answers[0], flight.answers[1]
+        results = {t.name: r for t, r in zip(ordered, flight.answers[2:])}
         self._last_timings = {name: dict(r.timings) for name, r in results.items()}
         try:
             outcomes = self.triage.outcomes(results, reference, eager)
@@ -359,7 +445,32 @@ class Campaign:
         findings = self.triage.findings(sample, judged, results, outcomes)
         if not file:
             return findings
+        if flight.partial and any(f.bucket not in self.known for f in findings):
+            # Blame compares lowerings and backends: a bucket the corpus does
+            # not know is only filed from a run on every target.
+            self._count(results, outcomes)
+            self.report.confirm_runs += 1
+            full = self._submit(sample, self.targets, index=None)
+            full.index = flight.index
+            while full.left:
+                self._take_answers()
+            return self._triage(full, file=True)
+        known_before = set(self.known)
         self.report.coverage.add(sample, outcomes)
+        self._count(results, outcomes)
+        for finding in findings:
+            finding.sample_index = flight.index if flight.index is not None else self.report.samples
+            self._file(finding, sample)
+            self.report.findings.append(finding)
+            if self._on_finding is not None:
+                self._on_finding(finding, self.report)
+        if self.scheduler is not None:
+            self.scheduler.record(sample, ordered, {name: f.bucket for f in findings
+                                                    for name in f.targets}, known_before)
+        return findings
+
+    def _count(self, results: dict[str, Any], outcomes: dict[str, Any]) -> None:
+        """A sample's work into the report: compiles, stage seconds, verdicts."""
         for name, result in results.items():
             self.report.configs_compiled += result.compiles
             for stage, seconds in result.timings.items():
@@ -367,13 +478,6 @@ class Campaign:
                     + seconds
             self.report.outcomes[(name, outcomes[name].verdict.value)] += 1
             self.report.batches_checked += sum(out is not None for out in result.outputs)
-        for finding in findings:
-            finding.sample_index = self.report.samples
-            self._file(finding, sample)
-            self.report.findings.append(finding)
-            if self._on_finding is not None:
-                self._on_finding(finding, self.report)
-        return findings
 
     def _file(self, finding: Finding, sample: Sample) -> None:
         from fuzz.edits import size_key
@@ -450,6 +554,9 @@ class Campaign:
         while cut_short and deadline - time.monotonic() >= _MIN_SHRINK_S:
             bucket = cut_short.pop(0)
             record = self._shrink_one(bucket, (deadline - time.monotonic()) / (len(cut_short) + 1))
+            # The first pass may have swapped the case in already.
+            earlier = any(r.replaced for r in self.report.shrinks if r.bucket == bucket)
+            record = dataclasses.replace(record, replaced=record.replaced or earlier)
             self.report.shrinks = [r for r in self.report.shrinks if r.bucket != bucket] + [record]
 
     def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:

@@ -109,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
                      help="shrinking time per new bucket (default 60s; the shrink phase "
                           "takes at most a third of --budget)")
+    run.add_argument("--no-schedule", action="store_true",
+                     help="send every sample to every target (default: fewer samples to "
+                          "targets that keep landing in the same known buckets)")
     run.add_argument("--no-report", action="store_true",
                      help="skip writing repro.py, tool files and REPORT.md for new buckets")
     run.add_argument("--summary-json", type=Path, default=None, metavar="PATH",
@@ -355,7 +358,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,
                               shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
-                              report=not args.no_report)
+                              report=not args.no_report, schedule=not args.no_schedule)
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
@@ -401,6 +404,11 @@ def _summary(console: Console, report: CampaignReport) -> None:
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
     _row(head, "time in phases", phases or "-")
     _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
+    _row(head, "workers busy", f"{report.busy_fraction:.0%} of {report.workers} x "
+                               f"{report.elapsed_s:.0f}s")
+    if report.allocation:
+        _row(head, "re-run on every target", f"{report.confirm_runs} samples (a new bucket "
+                                             "seen on a partial schedule)")
     if report.interrupted is not None:
         _row(head, "stopped by", signal.Signals(report.interrupted).name)
     console.print(head)
@@ -419,6 +427,14 @@ def _summary(console: Console, report: CampaignReport) -> None:
     for (target, verdict), count in sorted(report.outcomes.items()):
         _row(verdicts, target, verdict, str(count))
     console.print(verdicts)
+    if report.allocation:
+        allocation = Table(title="schedule: samples per program group (fewer where the "
+                                 "outcome keeps being the same known bucket)")
+        for column in ("program group", "cells", "offered", "run", "skipped"):
+            allocation.add_column(column, justify="left" if column == "program group" else "right")
+        for group, cells, offered, run in report.allocation:
+            _row(allocation, group, str(cells), str(offered), str(run), str(offered - run))
+        console.print(allocation)
     if report.coverage.counts:
         console.print(_coverage_table(report))
     if report.new_buckets:

@@ -157,6 +157,7 @@ class WorkerPool:
         self.busy_s = 0.0  # seconds workers spent on jobs: the busy fraction's numerator
         self._tickets = 0
         self._queue: collections.deque[tuple[int, Job]] = collections.deque()
+        self._ready: list[tuple[int, Any]] = []
         self._workers: list[_Worker] = []
         try:
             for _ in range(size):
@@ -233,7 +234,7 @@ class WorkerPool:
     @property
     def pending(self) -> int:
         """Jobs submitted and not yet answered (queued or running)."""
-        return len(self._queue) + sum(w.job is not None for w in self._workers)
+        return len(self._queue) + len(self._ready) + sum(w.job is not None for w in self._workers)
 
     def submit(self, job: Job | tuple[Target, Sample]) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
@@ -248,6 +249,9 @@ class WorkerPool:
         """Answers of finished jobs as (ticket, answer): waits until at least
         one job finishes (or ``timeout`` seconds pass), then starts queued jobs
         on the freed workers at once, so no worker waits for the caller."""
+        if self._ready:  # answers that came in while run() waited for its own
+            ready, self._ready = self._ready, []
+            return ready
         if not self.pending:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -265,8 +269,14 @@ class WorkerPool:
         tickets = [self.submit(job) for job in jobs]
         wanted = set(tickets)
         answers: dict[int, Any] = {}
+        others: list[tuple[int, Any]] = []  # other callers' jobs: kept for completed()
         while wanted - answers.keys():
-            answers.update((t, a) for t, a in self.completed() if t in wanted)
+            for ticket, answer in self.completed():
+                if ticket in wanted:
+                    answers[ticket] = answer
+                else:
+                    others.append((ticket, answer))
+        self._ready.extend(others)
         return [answers[t] for t in tickets]
 
     def _dispatch(self) -> None:

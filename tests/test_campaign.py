@@ -31,3 +31,41 @@ def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> N
     assert "Segmentation fault" in by_target["fake-segfault"].detail
     assert by_target["fake-hang"].verdict.value == "TIMEOUT"
     assert by_target["fake-hang"].stage == "compile"
+
+
+def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> None:
+    """Samples flow without a barrier; the target that keeps failing in the
+    same known bucket is sent fewer samples (but regularly), the passing one
+    every sample; all figures are in the summary."""
+    options = CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
+                              targets=("fake-raise", "fake-ok"), workers=2, max_samples=40,
+                              shrink=False, replay=False, report=False)
+    report = run_campaign(options)
+    assert report.samples == 40 and report.harness_errors == []
+    assert report.outcomes[("fake-ok", "PASS")] == 40
+    raised = report.outcomes[("fake-raise", "COMPILE_ERROR")]
+    assert 40 / 8 <= raised < 40
+    rows = {group: (offered, run) for group, _, offered, run in report.allocation}
+    assert rows == {"fake-raise": (40, raised), "fake-ok": (40, 40)}
+    assert report.confirm_runs == 0 and len(report.new_buckets) == 1
+    assert 0 < report.busy_fraction <= 1
+    summary = report.summary()
+    assert summary["allocation"] and summary["busy_fraction"] == round(report.busy_fraction, 3)
+
+
+def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Blame compares targets: a sample the scheduler sent to only some of
+    them is re-run on all before a bucket the corpus does not know is filed."""
+    from fuzz.schedule import Scheduler
+
+    monkeypatch.setattr(Scheduler, "choose",
+                        lambda self, sample, targets: [t for t in targets if t.name != "fake-ok"])
+    options = CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
+                              targets=("fake-raise", "fake-ok"), workers=2, max_samples=2,
+                              shrink=False, replay=False, report=False)
+    report = run_campaign(options)
+    assert report.confirm_runs == 1  # the first sample; the second lands in a known bucket
+    assert report.outcomes[("fake-ok", "PASS")] == 1  # the full re-run
+    assert report.outcomes[("fake-raise", "COMPILE_ERROR")] == 3
+    assert [f.sample_index for f in report.findings] == [1, 2]

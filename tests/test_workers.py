@@ -72,3 +72,17 @@ def test_a_freed_worker_takes_the_next_job_while_another_hangs(pool: WorkerPool)
     assert ticket == hung and result.failure is not None and result.failure.timed_out
     assert pool.completed(timeout=0.1) == [] and pool.pending == 0
     assert pool.busy_s - busy_before >= 10  # the hang's 10 s count as busy time
+
+
+def test_run_keeps_the_answers_of_jobs_it_did_not_submit(pool: WorkerPool) -> None:
+    """A caller waiting in run() (localization, in the middle of a campaign)
+    must not swallow the answers of jobs submitted before it."""
+    sample = tiny_sample()
+    (ok,) = resolve_targets(["fake-ok"])
+    earlier = [pool.submit((ok, sample)) for _ in range(3)]
+    (mine,) = pool.run([(ok, sample)])
+    assert mine.failure is None
+    got: dict[int, object] = {}
+    while len(got) < 3:
+        got.update(pool.completed())
+    assert sorted(got) == earlier and pool.pending == 0

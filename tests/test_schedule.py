@@ -1,0 +1,73 @@
+"""The scheduler (unit): cells that keep landing in the same known bucket are
+offered less, never skipped more than ``every - 1`` times in a row, and run
+again in full as soon as their outcome changes; whole program groups are
+decided together."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.schedule import Scheduler
+from fuzz.targets import TARGETS, Target
+from tests.helpers import tiny_sample
+
+LINALG = [TARGETS[n] for n in ("iree-cpu", "refbackend", "iree-vmvx")]
+TOSA = [TARGETS["iree-tosa"]]
+KNOWN = {"tosa-bug", "linalg-bug"}
+
+
+def _offer(scheduler: Scheduler, targets: list[Target], buckets: dict[str, str]) -> list[str]:
+    sample = tiny_sample()
+    chosen = scheduler.choose(sample, targets)
+    scheduler.record(sample, chosen, {n: b for n, b in buckets.items()
+                                      if n in {t.name for t in chosen}}, KNOWN)
+    return [t.name for t in chosen]
+
+
+def test_a_cell_in_the_same_known_bucket_is_run_less_but_regularly() -> None:
+    scheduler = Scheduler(seed=1)
+    runs = [_offer(scheduler, TOSA + LINALG, {"iree-tosa": "tosa-bug"}) for _ in range(200)]
+    tosa_runs = sum("iree-tosa" in r for r in runs)
+    assert all(len([n for n in r if n != "iree-tosa"]) == 3 for r in runs)  # linalg passes
+    assert 200 / 8 <= tosa_runs <= 200 / 3, tosa_runs  # floor 1/8, but not every time
+    gaps, last = [], -1
+    for i, names in enumerate(runs):
+        if "iree-tosa" in names:
+            gaps.append(i - last)
+            last = i
+    assert max(gaps) <= 8  # tried at least every 8th offer
+
+
+def test_a_changed_outcome_is_run_every_time_again() -> None:
+    scheduler = Scheduler(seed=2)
+    for _ in range(30):
+        _offer(scheduler, TOSA, {"iree-tosa": "tosa-bug"})
+    assert scheduler.chance(next(iter(scheduler.cells.values()))) < 1
+    # The bug is fixed: the first run that sees it pass resets the cell.
+    while "iree-tosa" not in _offer(scheduler, TOSA, {}):
+        pass
+    assert [_offer(scheduler, TOSA, {}) for _ in range(10)] == [["iree-tosa"]] * 10
+
+
+def test_unknown_buckets_never_reduce_a_cell() -> None:
+    scheduler = Scheduler(seed=3)
+    runs = [_offer(scheduler, TOSA, {"iree-tosa": "brand-new"}) for _ in range(20)]
+    assert runs == [["iree-tosa"]] * 20
+
+
+def test_a_program_group_is_decided_as_one() -> None:
+    scheduler = Scheduler(seed=4)
+    buckets = {t.name: "linalg-bug" for t in LINALG}
+    runs = [_offer(scheduler, LINALG, buckets) for _ in range(100)]
+    assert {len(r) for r in runs} <= {0, 3}  # all of the group or none of it
+    assert any(len(r) == 0 for r in runs)
+    ((group, cells, offered, run),) = scheduler.allocation()
+    assert group == "linalg-on-tensors|static" and cells == 1 and offered == 100
+    assert run == sum(len(r) == 3 for r in runs)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="floor=0"):
+        Scheduler(floor=0)
+    with pytest.raises(ValueError, match="every=0"):
+        Scheduler(every=0)
