@@ -69,3 +69,35 @@ def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
     assert report.outcomes[("fake-ok", "PASS")] == 1  # the full re-run
     assert report.outcomes[("fake-raise", "COMPILE_ERROR")] == 3
     assert [f.sample_index for f in report.findings] == [1, 2]
+
+
+def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
+    """Two `dlrm-fuzz run` processes on one corpus folder and one artifact
+    cache at the same time: every bucket stored once, whole, and both
+    campaigns' sightings recorded."""
+    import json
+    import subprocess
+    import sys
+
+    store, cache = tmp_path / "corpus", tmp_path / "cache"
+    command = [sys.executable, "-m", "fuzz", "run", "--targets",
+               "fake-raise,fake-segfault,fake-wrong-relu,fake-ok", "--corpus", str(store),
+               "--cache", str(cache), "--max-samples", "6", "--no-replay", "--no-shrink",
+               "--no-report", "--workers", "1", "--no-schedule"]
+    runs = [subprocess.Popen([*command, "--seed", str(seed), "--summary-json",
+                              str(tmp_path / f"s{seed}.json")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for seed in (1, 2)]
+    for run in runs:
+        _, err = run.communicate(timeout=900)
+        assert run.returncode == 0, err
+    entries, junk = corpus.load(store)
+    assert junk == []
+    buckets = [e.bucket for e in entries]
+    assert len(buckets) == len(set(buckets)) == 3  # raise, segfault, wrong relu: once each
+    assert sorted(p.name for p in store.iterdir() if not p.name.startswith(".")) == \
+        sorted(buckets) + (["README.md"] if (store / "README.md").exists() else [])
+    news = [set(json.loads((tmp_path / f"s{s}.json").read_text())["new_buckets"]) for s in (1, 2)]
+    assert news[0] | news[1] == set(buckets) and not news[0] & news[1]  # each stored by one
+    for entry in entries:
+        assert entry.seen_on and entry.sample.batches  # whole, loadable entries
