@@ -183,7 +183,8 @@ class Campaign:
     def __init__(self, options: CampaignOptions,
                  on_finding: Callable[[Finding, CampaignReport], None] | None = None,
                  on_start: Callable[[list[Target]], None] | None = None,
-                 on_phase: Callable[[str, CampaignReport], None] | None = None) -> None:
+                 on_phase: Callable[[str, CampaignReport], None] | None = None,
+                 on_progress: Callable[[CampaignReport], None] | None = None) -> None:
         self.options = options
         self.table = options.table if options.table is not None else TARGETS
         names = options.targets if options.targets is not None else available_targets(self.table)
@@ -198,6 +199,7 @@ class Campaign:
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
+        self._on_progress = on_progress
         self.pool: WorkerPool | None = None
         self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
@@ -416,6 +418,8 @@ class Campaign:
         for flight in ready:
             self._flights.remove(flight)
             self._triage(flight, file=True)
+            if self._on_progress is not None:
+                self._on_progress(self.report)
 
     def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
         """All targets on one sample, triaged now (replay, matrix, shrink);

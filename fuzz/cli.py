@@ -27,6 +27,7 @@ from fuzz import corpus
 from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
 from fuzz.coverage import COLUMNS
+from fuzz.progress import CampaignProgress
 from fuzz.interrupt import EXIT_STATUS
 from fuzz.bisect import BisectError
 from fuzz.bump import BumpError
@@ -364,18 +365,20 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
                       f"corpus={args.corpus}", markup=False, soft_wrap=True)
 
+    progress = CampaignProgress(console, args.budget)
+
     def on_finding(finding: Finding, report: CampaignReport) -> None:
         if finding.new:
             o = finding.outcome
             what = finding.culprit or o.error[:200]
-            console.print(f"  NEW  sample {finding.sample_index}: {finding.verdict.value} "
-                          f"{finding.owner} on {','.join(finding.targets)} -> {finding.path}"
-                          f"\n       {what}", markup=False, soft_wrap=True)
+            progress.print(f"  NEW  sample {finding.sample_index}: {finding.verdict.value} "
+                           f"{finding.owner} on {','.join(finding.targets)} -> {finding.path}"
+                           f"\n       {what}")
 
-    def on_phase(name: str, report: CampaignReport) -> None:
-        console.print(f"-- {name}", markup=False)
-
-    report = Campaign(options, on_finding, on_start, on_phase).run()
+    try:
+        report = Campaign(options, on_finding, on_start, progress.phase, progress.update).run()
+    finally:  # the status line goes before the summary (or a traceback) is printed
+        progress.close()
     _summary(console, report)
     if args.summary_json is not None:
         args.summary_json.write_text(json.dumps(report.summary(), indent=2) + "\n")
