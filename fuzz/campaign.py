@@ -114,6 +114,7 @@ class CampaignReport:
     # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
     allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
     confirm_runs: int = 0  # partially scheduled samples re-run on every target
+    first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
     busy_s: float = 0.0  # seconds workers spent on jobs
     workers: int = 0
 
@@ -135,7 +136,8 @@ class CampaignReport:
                 "coverage": self.coverage.to_dict(),
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
-                "confirm_runs": self.confirm_runs, "busy_fraction": round(self.busy_fraction, 3)}
+                "confirm_runs": self.confirm_runs, "busy_fraction": round(self.busy_fraction, 3),
+                "first_found_s": dict(self.first_found_s)}
 
     @property
     def busy_fraction(self) -> float:
@@ -200,6 +202,7 @@ class Campaign:
         self._on_start = on_start
         self._on_phase = on_phase
         self._on_progress = on_progress
+        self._started = time.monotonic()
         self.pool: WorkerPool | None = None
         self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
@@ -212,7 +215,7 @@ class Campaign:
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
         options = self.options
-        start = time.monotonic()
+        start = self._started = time.monotonic()
         if self._on_start is not None:
             self._on_start(self.targets)
         with stop_signals():
@@ -464,6 +467,8 @@ class Campaign:
         self._count(results, outcomes)
         for finding in findings:
             finding.sample_index = flight.index if flight.index is not None else self.report.samples
+            self.report.first_found_s.setdefault(finding.bucket,
+                                                 round(time.monotonic() - self._started, 1))
             self._file(finding, sample)
             self.report.findings.append(finding)
             if self._on_finding is not None:

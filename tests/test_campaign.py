@@ -48,6 +48,8 @@ def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> No
     rows = {group: (offered, run) for group, _, offered, run in report.allocation}
     assert rows == {"fake-raise": (40, raised), "fake-ok": (40, 40)}
     assert report.confirm_runs == 0 and len(report.new_buckets) == 1
+    assert list(report.first_found_s) == [report.new_buckets[0].bucket]
+    assert 0 < report.first_found_s[report.new_buckets[0].bucket] < report.elapsed_s
     assert 0 < report.busy_fraction <= 1
     summary = report.summary()
     assert summary["allocation"] and summary["busy_fraction"] == round(report.busy_fraction, 3)
