@@ -7,8 +7,16 @@
    available one), cold cache.
 3. A campaign replayed against a warm artifact cache versus cold. Aim: warm
    >= 10x faster.
+4. Samples per minute over the default targets, the old engine (a barrier
+   after each sample, every sample to every target) vs today's (no barrier,
+   the scheduler), same seed, same budget, cold cache. Aim: >= 3x.
+5. Time to the first discovery of each bucket over seeds 1..3 (today's
+   engine): median and max per bucket.
+6. Busy fraction of today's engine: job seconds / (wall seconds x workers).
+   Aim: >= 0.9.
 
 Usage: python bench/throughput.py [--seconds 60] [--samples 4] [--targets a,b]
+       [--campaign 180] [--skip 1,2,3]
 """
 
 from __future__ import annotations
@@ -76,6 +84,52 @@ def campaign_seconds(cache_dir: Path | None, samples: int, targets: tuple[str, .
     return time.perf_counter() - start, report.samples
 
 
+def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None, root: Path,
+                    old: bool) -> dict:
+    """One generation-only campaign, fresh corpus and cold cache; the summary."""
+    from fuzz.campaign import CampaignOptions, run_campaign
+
+    tag = f"{'old' if old else 'new'}-{seed}"
+    options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
+                              targets=targets, workers=2, cache_dir=root / f"cache-{tag}",
+                              replay=False, shrink=False, report=False,
+                              schedule=not old, barrier=old)
+    report = run_campaign(options)
+    summary = report.summary()
+    summary["samples_per_minute"] = report.samples / max(report.elapsed_s, 1e-9) * 60
+    return summary
+
+
+def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
+    import statistics
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        old = engine_campaign(budget_s, 1, targets, root, old=True)
+        new = [engine_campaign(budget_s, seed, targets, root, old=False) for seed in (1, 2, 3)]
+    rate_old, rate_new = old["samples_per_minute"], new[0]["samples_per_minute"]
+    print(f"4. samples per minute over {len(new[0]['targets'])} targets, seed 1, {budget_s:.0f}s "
+          f"each: old engine {rate_old:.1f} ({old['samples']} samples), today's "
+          f"{rate_new:.1f} ({new[0]['samples']} samples, {new[0]['confirm_runs']} re-run on "
+          f"every target): {rate_new / max(rate_old, 1e-9):.2f}x; aim >= 3x")
+    found: dict[str, list[float]] = {}
+    for summary in new:
+        for bucket, seconds in summary["first_found_s"].items():
+            found.setdefault(bucket, []).append(seconds)
+    print(f"5. time to first discovery, seeds 1-3 ({budget_s:.0f}s each), per bucket: "
+          "median / max over the seeds that found it")
+    for bucket, times in sorted(found.items(), key=lambda kv: statistics.median(kv[1])):
+        print(f"   {bucket:45s} found by {len(times)}/3: median {statistics.median(times):6.1f}s"
+              f"  max {max(times):6.1f}s")
+    old_found = set(old["first_found_s"])
+    print(f"   (the old engine, seed 1, found {len(old_found)} buckets; today's found "
+          f"{len(new[0]['first_found_s'])} with the same seed and budget)")
+    print(f"6. busy fraction: today's engine {statistics.median(s['busy_fraction'] for s in new):.2f}"
+          f" (median of 3), old engine {old['busy_fraction']:.2f}; aim >= 0.9")
+    for name, summary in [("old", old), *((f"new seed {i + 1}", s) for i, s in enumerate(new))]:
+        print(f"   {name}: allocation {summary['allocation']}")
+
+
 def worker_startup_seconds() -> float:
     from fuzz.workers import WorkerPool
 
@@ -90,8 +144,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="time for the batch benchmark")
     parser.add_argument("--samples", type=int, default=4, help="samples per campaign")
     parser.add_argument("--targets", default=None, help="comma-separated (default: all available)")
+    parser.add_argument("--campaign", type=float, default=180.0,
+                        help="budget of each campaign in figures 4-6 (seconds)")
+    parser.add_argument("--skip", default="", help="figures to skip, e.g. 1,2,3")
     args = parser.parse_args()
     targets = tuple(args.targets.split(",")) if args.targets else None
+    skip = set(args.skip.split(",")) - {""}
+    if "4" not in skip:
+        engines(args.campaign, targets)
+    if {"1", "2", "3"} <= skip:
+        return
 
     raw, checked = batches_per_second(args.seconds)
     print(f"1. batches against one iree-cpu artifact: {raw:.0f}/s run only, "

@@ -67,6 +67,8 @@ class CampaignOptions:
     report: bool = True
     # Send a sample to fewer targets where they keep landing in known buckets.
     schedule: bool = True
+    # Finish each sample before the next starts (the old engine; for benchmarks).
+    barrier: bool = False
 
 
 @dataclass(frozen=True)
@@ -379,7 +381,8 @@ class Campaign:
             # No barrier: the next sample's jobs are queued while this one's
             # slowest targets still run; wait only while every worker has work.
             assert self.pool is not None
-            while self.pool.pending > self.pool.slots:
+            while self.pool.pending > (0 if options.barrier else self.pool.slots) \
+                    or (options.barrier and self._flights):
                 self._drain()
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
