@@ -231,6 +231,18 @@ class Sample:
             found.add("clamp")
         return sorted(found)
 
+    def reduction_length(self) -> int:
+        """The longest chain of reductions an output element goes through (the
+        ``N`` of ``oracles.compare``'s precision rule): bottom-MLP fan-ins, the
+        longest bag (its sum, or mean), the MD projection, the interaction's
+        dot length, top-MLP fan-ins, plus one rounding per stored intermediate."""
+        config = self.config
+        longest_bag = max((int(batch.bag_lengths(k).max()) for batch in self.batches
+                           for k in range(config.num_tables)), default=0)
+        layers = len(config.ln_bot) + len(config.ln_top) - 2
+        return (sum(config.ln_bot[:-1]) + longest_bag + 1 + config.base_width
+                + config.embedding_width + sum(config.ln_top[:-1]) + 2 * layers + 4)
+
     def describe(self) -> str:
         """A one-line summary for logs: never raw tensors."""
         shapes = ", ".join(
