@@ -33,7 +33,7 @@ from torch import nn
 
 from fuzz.config import DLRMConfig
 
-__all__ = ["DLRM", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
+__all__ = ["DLRM", "FixedLengthDLRM", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
 
 
 def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) -> nn.Sequential:
@@ -261,6 +261,20 @@ class DLRM(nn.Module):
         return _cast(p, self.output_dtype)
 
 
+class FixedLengthDLRM(DLRM):
+    """``input_layout='fixed'``: upstream is called with offsets that are all
+    None (``lS_o[k]`` is None, ``lS_i[k]`` a ``[B, L]`` tensor). Here the None
+    is bound inside rather than passed: same ops, but no ``None`` input in the
+    exported signature, which torch-mlir 20261001 cannot import (its
+    ``func.func`` keeps a ``!torch.none`` argument that no backend
+    legalizes) and which would hide every fixed-length program behind that one
+    failure."""
+
+    def forward(self, dense_x: torch.Tensor, indices: Any,  # type: ignore[override]
+                per_sample_weights: Any = None) -> torch.Tensor:
+        return super().forward(dense_x, None, indices, per_sample_weights)
+
+
 _QUANTIZE_MLP = {"qint8": "qint8", "float16": "float16"}
 
 
@@ -283,7 +297,7 @@ def build(config: DLRMConfig, seed: int) -> DLRM:
 
 
 def _build(config: DLRMConfig, seed: int) -> DLRM:
-    model = DLRM(config, seed).eval()
+    model = (FixedLengthDLRM if config.input_layout == "fixed" else DLRM)(config, seed).eval()
     if config.dtype != "float32":
         model = model.to(_TORCH_DTYPES[config.dtype])
     return model
@@ -326,7 +340,8 @@ def build_reference(config: DLRMConfig, seed: int) -> DLRM:
 def to_torch(arrays: Sequence[np.ndarray], layout: "int | DLRMConfig",
              dtype: torch.dtype = torch.float32) -> tuple[Any, ...]:
     """Turn a flat input list (``Batch.flat()``) into forward's arguments:
-    ``(dense, offsets, indices)``, plus per-sample weights when the config has
+    ``(dense, offsets, indices)`` (``(dense, indices)`` for fixed-length bags,
+    see ``FixedLengthDLRM``), plus per-sample weights when the config has
     them. ``layout`` is the config (or, for per-table lists, just the number of
     tables). Float inputs (dense, weights) become ``dtype``."""
     def tensor(a: np.ndarray, floating: bool = False) -> torch.Tensor:
@@ -351,7 +366,8 @@ def to_torch(arrays: Sequence[np.ndarray], layout: "int | DLRMConfig",
         offsets = [tensor(a) for a in rest[:tables]]
         indices = [tensor(a) for a in rest[tables:2 * tables]]
         weights = [tensor(a, True) for a in rest[2 * tables:3 * tables]] if weighted else None
-    return (dense, offsets, indices) if weights is None else (dense, offsets, indices, weights)
+    sparse = (indices,) if kind == "fixed" else (offsets, indices)
+    return (dense, *sparse) if weights is None else (dense, *sparse, weights)
 
 
 def tracing_example(config: DLRMConfig) -> list[np.ndarray]:
@@ -388,7 +404,7 @@ def dynamic_shapes(config: DLRMConfig) -> tuple[Any, ...]:
     elif config.input_layout == "fixed":
         lengths = [Dim(f"bag_{k}", min=1, max=2**16) for k in tables]
         per_table = [{0: batch, 1: length} for length in lengths]
-        spec = ({0: batch}, None, per_table) + ((per_table,) if weighted else ())
+        spec = ({0: batch}, per_table) + ((per_table,) if weighted else ())
     else:
         counts = [Dim(f"indices_{k}", min=0, max=2**24) for k in tables]
         spec = ({0: batch}, [{0: offsets_len} for _ in counts], [{0: c} for c in counts]) \

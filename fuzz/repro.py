@@ -249,6 +249,8 @@ def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | 
         call += f"[{index or 0}]"
     files: dict[str, str | bytes] = {}
     data = []
+    if any(str(t.dtype) == "torch.bfloat16" for t in tensors):
+        return None  # numpy has no bfloat16 to write the operands in: the model form does
     for i, tensor in enumerate(tensors):
         array = tensor.detach().contiguous().numpy()
         if array.size <= INLINE_MAX_ELEMENTS:
@@ -459,10 +461,15 @@ def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | byte
     exported = _export(entry, target)
     state = _state(exported)
     buffer = io.BytesIO()
-    np.savez(buffer, **{k: v.detach().contiguous().numpy() for k, v in state.items()})
+    # numpy has no bfloat16: such state is stored as float32 (exact) and the
+    # script converts it back.
+    bf16 = sorted(k for k, v in state.items() if str(v.dtype) == "torch.bfloat16")
+    np.savez(buffer, **{k: (v.float() if k in bf16 else v).detach().contiguous().numpy()
+                        for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
                                      "inputs.npz": entry.sample.npz_bytes()}
-    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported))
+    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
+                                      bf16)
     return files
 
 
@@ -479,7 +486,8 @@ def _graph_code(exported: Any) -> list[str]:
     return [*names, header, *(line for line in body if line.strip())]
 
 
-def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str]) -> str:
+def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str],
+                  bf16: Sequence[str] = ()) -> str:
     config = entry.sample.config
     stage = Stage.parse(str(entry.stage))
     error = entry.verdict is not Verdict.MISMATCH
@@ -507,6 +515,8 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         "        super().__init__()",
         "        for name in P.files:  # parameters stay parameters: torch-mlir imports them otherwise",
         "            tensor = torch.from_numpy(P[name])",
+        *([f"            tensor = tensor.to(torch.bfloat16) if name in {list(bf16)!r} else tensor"]
+          if bf16 else []),
         "            if name.startswith('p_'):",
         "                self.register_parameter(name, torch.nn.Parameter(tensor))",
         "            else:",
