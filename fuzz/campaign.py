@@ -444,7 +444,7 @@ class Campaign:
         results = {t.name: r for t, r in zip(ordered, flight.answers[2:])}
         self._last_timings = {name: dict(r.timings) for name, r in results.items()}
         try:
-            outcomes = self.triage.outcomes(results, reference, eager)
+            outcomes = self.triage.outcomes(results, reference, eager, sample)
         except ReferenceFailed as exc:
             self.report.harness_errors.append(f"{sample.describe()}: {exc}")
             return []

@@ -27,6 +27,10 @@ __all__ = [
     "WEIGHTED_POOLING",
     "QUANTIZE_BITS",
     "INDEX_DTYPES",
+    "DTYPES",
+    "QUANTIZE_MLP",
+    "POOLINGS",
+    "INPUT_LAYOUTS",
 ]
 
 INTERACTION_OPS = ("dot", "cat")
@@ -34,6 +38,10 @@ QR_OPERATIONS = ("mult", "add", "concat")
 WEIGHTED_POOLING = (None, "fixed", "learned")
 QUANTIZE_BITS = (32, 8, 4)
 INDEX_DTYPES = ("int64", "int32")
+DTYPES = ("float32", "float16", "bfloat16")
+QUANTIZE_MLP = ("none", "qint8", "float16")
+POOLINGS = ("sum", "mean", "max")
+INPUT_LAYOUTS = ("lists", "stacked", "fixed")
 
 
 def embedding_width(m_spa: int | tuple[int, ...], qr_concat: bool) -> int:
@@ -83,6 +91,21 @@ class DLRMConfig:
 
     ``m_spa`` is the sparse feature size: one int, or (only with ``md_flag``)
     one width per table. ``ln_bot[0]`` is the number of dense features.
+
+    The fields after ``index_dtype`` go beyond ``DLRM_Net``'s constructor:
+    ``dtype`` (tables and MLPs in float16/bfloat16, as models are served),
+    ``quantize_mlp`` (upstream's inference-time ``quantize_mlp_with_bit``:
+    dynamic qint8 or float16 ``nn.Linear``), ``input_layout`` (``lists``: one
+    offsets and one indices tensor per table, as today; ``stacked``: offsets and
+    indices stacked into 2-D tensors, the Criteo loader's layout; ``fixed``:
+    one 2-D ``[batch, bag length]`` index tensor per table and no offsets, both
+    accepted by upstream's ``apply_emb``), and the embedding-bag variants of
+    DLRM's descendants (TorchRec / FBGEMM), which upstream DLRM never sets:
+    ``pooling`` mean/max, ``include_last_offset`` (B+1 offsets),
+    ``padding_idx`` (a row every bag skips) and ``per_sample_weights`` (weights
+    handed in with the indices rather than gathered from ``v_W_l``). Their
+    defaults are today's model, so a config JSON written before they existed
+    loads unchanged.
     """
 
     m_spa: int | tuple[int, ...]
@@ -103,6 +126,13 @@ class DLRMConfig:
     md_threshold: int = 200
     quantize_bits: int = 32
     index_dtype: Literal["int64", "int32"] = "int64"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    quantize_mlp: Literal["none", "qint8", "float16"] = "none"
+    pooling: Literal["sum", "mean", "max"] = "sum"
+    include_last_offset: bool = False
+    padding_idx: int | None = None
+    per_sample_weights: bool = False
+    input_layout: Literal["lists", "stacked", "fixed"] = "lists"
     # Not a DLRM_Net argument: lets a JSON file say which schema it follows.
     schema: int = field(default=1, repr=False)
 
@@ -134,11 +164,16 @@ class DLRMConfig:
             ("qr_operation", QR_OPERATIONS),
             ("quantize_bits", QUANTIZE_BITS),
             ("index_dtype", INDEX_DTYPES),
+            ("dtype", DTYPES),
+            ("quantize_mlp", QUANTIZE_MLP),
+            ("pooling", POOLINGS),
+            ("input_layout", INPUT_LAYOUTS),
         ]
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise _fail(name, getattr(self, name), f"must be one of {list(allowed)}")
-        for name in ("arch_interaction_itself", "qr_flag", "md_flag"):
+        for name in ("arch_interaction_itself", "qr_flag", "md_flag", "include_last_offset",
+                     "per_sample_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise _fail(name, getattr(self, name), "must be true or false")
         for name in ("qr_threshold", "md_threshold", "sigmoid_bot", "sigmoid_top"):
@@ -174,6 +209,61 @@ class DLRMConfig:
                             f"with qr_operation='concat' every table must be a QR table "
                             f"(rows > qr_threshold), but tables of {small} rows are not: "
                             f"lower qr_threshold below {min(self.ln_emb)}")
+        self._check_extensions()
+
+    def _check_extensions(self) -> None:
+        """The knobs beyond ``DLRM_Net``'s constructor: combinations torch or
+        upstream's code cannot run are rejected here, one line each."""
+        if self.pooling != "sum":
+            if self.per_sample_weights:
+                raise _fail("per_sample_weights", True,
+                            f"torch's embedding_bag takes per-sample weights only with "
+                            f"pooling='sum' (got pooling={self.pooling!r}): set pooling='sum' "
+                            f"or per_sample_weights=False")
+            if self.weighted_pooling is not None:
+                raise _fail("weighted_pooling", self.weighted_pooling,
+                            f"pooling weights are per-sample weights, which torch's embedding_bag "
+                            f"takes only with pooling='sum' (got pooling={self.pooling!r})")
+            if self.md_flag or self.quantize_bits != 32:
+                raise _fail("pooling", self.pooling,
+                            "mean/max pooling is for plain and QR tables only (upstream's MD "
+                            "PrEmbeddingBag and quantized tables sum): set md_flag=False and "
+                            "quantize_bits=32, or pooling='sum'")
+        if self.per_sample_weights and self.weighted_pooling is not None:
+            raise _fail("per_sample_weights", True,
+                        f"weighted_pooling={self.weighted_pooling!r} already supplies the per-sample "
+                        f"weights: set weighted_pooling=None or per_sample_weights=False")
+        if self.padding_idx is not None:
+            if isinstance(self.padding_idx, bool) or not isinstance(self.padding_idx, int):
+                raise _fail("padding_idx", self.padding_idx, "must be null or an integer row index")
+            if not 0 <= self.padding_idx < min(self.ln_emb):
+                raise _fail("padding_idx", self.padding_idx,
+                            f"must be a row of every table: 0..{min(self.ln_emb) - 1} "
+                            f"(the smallest table has {min(self.ln_emb)} rows)")
+            kinds = [self.table_kind(k) for k in range(self.num_tables)]
+            other = next((k for k, kind in enumerate(kinds) if kind != "plain"), None)
+            if other is not None:
+                raise _fail("padding_idx", self.padding_idx,
+                            f"only plain nn.EmbeddingBag tables have a padding row, but table "
+                            f"{other} is {kinds[other]!r}: drop padding_idx or make every table "
+                            f"plain (qr_flag/md_flag false, quantize_bits=32)")
+        if self.dtype != "float32":
+            if self.quantize_bits != 32:
+                raise _fail("dtype", self.dtype, "quantized tables dequantize to float32: "
+                            "use dtype='float32' with quantize_bits 8 or 4")
+            if self.quantize_mlp != "none":
+                raise _fail("quantize_mlp", self.quantize_mlp,
+                            f"dynamic quantization converts float32 nn.Linear layers, but "
+                            f"dtype={self.dtype!r}: use dtype='float32'")
+        if self.input_layout == "fixed":
+            if self.include_last_offset:
+                raise _fail("include_last_offset", True,
+                            "input_layout='fixed' has no offsets (each row of the 2-D indices is "
+                            "a bag): use input_layout 'lists' or 'stacked'")
+            if self.weighted_pooling is not None:
+                raise _fail("weighted_pooling", self.weighted_pooling,
+                            "upstream gathers pooling weights with v_W.gather(0, indices), which "
+                            "needs 1-D indices: use input_layout 'lists' or 'stacked'")
 
     def _check_widths(self) -> None:
         width = self.embedding_width
@@ -214,6 +304,14 @@ class DLRMConfig:
     def embedding_width(self) -> int:
         """Width of every table's pooled output, which the bottom MLP must match."""
         return embedding_width(self.m_spa, self.qr_concat)
+
+    @property
+    def upstream(self) -> bool:
+        """Whether unmodified upstream ``DLRM_Net`` runs this config: none of
+        the descendants' embedding-bag variants and float32 weights (the
+        inference-only MLP quantization and both 2-D input layouts are upstream's)."""
+        return (self.pooling == "sum" and not self.include_last_offset and self.padding_idx is None
+                and not self.per_sample_weights and self.dtype == "float32")
 
     def table_kind(self, k: int) -> Literal["plain", "qr", "md", "quantized"]:
         """Which DLRM code path table ``k`` takes (QR is checked before MD, as in DLRM)."""

@@ -28,7 +28,7 @@ __all__ = [
     "keep_bag_indices", "empty_bags_of", "shorten_bag", "fill_empty_bags", "fewer_rows",
     "narrow_m_spa", "narrow_table_width", "drop_hidden", "narrow_layer", "drop_dense_columns",
     "set_knob", "knob_to_default", "zero_indices", "halve_indices", "zero_dense",
-    "round_dense", "with_seed", "same_shape_batches",
+    "round_dense", "unit_weights", "with_seed", "same_shape_batches",
 ]
 
 Edit = Callable[[Sample], "Sample | None"]
@@ -63,7 +63,8 @@ def sample_size(sample: Sample) -> dict[str, int]:
     parts ``size_key`` orders). ``width`` sums the sparse feature sizes (one per
     table with mixed dimensions); ``mlp`` sums the hidden widths plus the top
     MLP's output width; ``index_sum``/``dense_nonzero``/``dense_nonint`` and
-    ``seed`` measure how far the values are from all-zero."""
+    ``seed`` measure how far the values are from all-zero (per-sample weights:
+    from all-one)."""
     config = sample.config
     dense = [batch.dense for batch in sample.batches]
     return {
@@ -80,12 +81,14 @@ def sample_size(sample: Sample) -> dict[str, int]:
                          for i in batch.indices),
         "dense_nonzero": sum(int(np.count_nonzero(d)) for d in dense),
         "dense_nonint": sum(int(np.count_nonzero(d != np.round(d))) for d in dense),
+        "weights_nonunit": sum(int(np.count_nonzero(w != 1.0)) for batch in sample.batches
+                               for w in (batch.weights or ())),
         "seed": int(sample.seed != 0),
     }
 
 
 _KEY_ORDER = ("tables", "examples", "indices", "batches", "features", "rows", "width", "dense",
-              "mlp", "index_sum", "dense_nonzero", "dense_nonint", "seed")
+              "mlp", "index_sum", "dense_nonzero", "dense_nonint", "weights_nonunit", "seed")
 
 
 def size_key(sample: Sample) -> tuple[int, ...]:
@@ -142,8 +145,10 @@ def _rebuild(sample: Sample, config: DLRMConfig | None = None,
     changes nothing must not cost the shrinker a compile)."""
     config = sample.config if config is None else config
     dtype = np.dtype(config.index_dtype)
-    cast = tuple(Batch(b.dense, tuple(o.astype(dtype) for o in b.offsets),
-                       tuple(i.astype(dtype) for i in b.indices))
+    # Laid out as the (new) config takes its inputs: per-sample weights kept,
+    # dropped or (switched on) made up, the layout and B+1 offsets as it says.
+    cast = tuple(Batch.for_config(config, b.dense, tuple(o.astype(dtype) for o in b.offsets),
+                                  tuple(i.astype(dtype) for i in b.indices), b.weights)
                  for b in (sample.batches if batches is None else batches))
     try:
         new = Sample(config=config, seed=sample.seed if seed is None else seed, batches=cast)
@@ -152,31 +157,60 @@ def _rebuild(sample: Sample, config: DLRMConfig | None = None,
     return None if content_hash(new) == content_hash(sample) else new
 
 
-def _bags(batch: Batch, k: int) -> list[np.ndarray]:
-    """Table ``k``'s bags, one index array per example."""
+def _bags(batch: Batch, k: int, values: np.ndarray | None = None) -> list[np.ndarray]:
+    """Table ``k``'s bags, one index array per example (or, given ``values``
+    parallel to the indices, such as per-sample weights, their bags)."""
     ends = np.append(batch.offsets[k][1:], batch.indices[k].shape[0])
-    return [batch.indices[k][int(s):int(e)] for s, e in zip(batch.offsets[k], ends)]
+    source = batch.indices[k] if values is None else values
+    return [source[int(s):int(e)] for s, e in zip(batch.offsets[k], ends)]
 
 
-def _pack(dense: np.ndarray, table_bags: Sequence[Sequence[np.ndarray]], dtype: np.dtype) -> Batch:
-    offsets, indices = [], []
-    for bags in table_bags:
+def _weight_bags(batch: Batch, k: int) -> list[np.ndarray] | None:
+    return None if batch.weights is None else _bags(batch, k, batch.weights[k])
+
+
+def _pack(dense: np.ndarray, table_bags: Sequence[Sequence[np.ndarray]], dtype: np.dtype,
+          weight_bags: Sequence[Sequence[np.ndarray] | None] | None = None) -> Batch:
+    offsets, indices, weights = [], [], []
+    for k, bags in enumerate(table_bags):
         lengths = [int(bag.shape[0]) for bag in bags]
         offsets.append(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(dtype))
         flat = np.concatenate(list(bags)) if bags else np.zeros(0)
         indices.append(flat.astype(dtype).reshape(-1))
+        wbags = weight_bags[k] if weight_bags is not None else None
+        if wbags is not None:
+            weights.append((np.concatenate(list(wbags)) if wbags else np.zeros(0))
+                           .astype(np.float32).reshape(-1))
+    # The layout is set again by ``_rebuild`` from the config it rebuilds for.
     return Batch(dense=np.ascontiguousarray(dense, dtype=np.float32), offsets=tuple(offsets),
-                 indices=tuple(indices))
+                 indices=tuple(indices),
+                 weights=tuple(weights) if weight_bags is not None and weights else None)
 
 
-def _map_bags(sample: Sample, change: Callable[[int, int, list[np.ndarray]], list[np.ndarray]],
-              config: DLRMConfig | None = None) -> Sample | None:
-    """Rewrite every (batch b, table k) bag list through ``change(b, k, bags)``."""
+BagChange = Callable[[int, int, list[np.ndarray]], list[np.ndarray]]
+
+
+def _map_bags(sample: Sample, change: BagChange, config: DLRMConfig | None = None,
+              select: bool = False, weight_change: BagChange | None = None) -> Sample | None:
+    """Rewrite every (batch b, table k) bag list through ``change(b, k, bags)``.
+    Per-sample weights follow: a ``select`` change (it keeps or drops positions,
+    never computes values) is applied to the weight bags too; ``weight_change``
+    says what else to do with them; otherwise they stay as they are."""
     config = config or sample.config
     dtype = np.dtype(config.index_dtype)
-    batches = [_pack(batch.dense, [change(b, k, _bags(batch, k))
-                                   for k in range(sample.config.num_tables)], dtype)
-               for b, batch in enumerate(sample.batches)]
+    wchange = change if select else weight_change
+    batches = []
+    for b, batch in enumerate(sample.batches):
+        tables = range(sample.config.num_tables)
+        weight_bags: list[list[np.ndarray] | None] | None = None
+        if batch.weights is not None:
+            weight_bags = []
+            for k in tables:
+                wbags = _weight_bags(batch, k)
+                assert wbags is not None
+                weight_bags.append(wchange(b, k, wbags) if wchange is not None else wbags)
+        batches.append(_pack(batch.dense, [change(b, k, _bags(batch, k)) for k in tables],
+                             dtype, weight_bags))
     return _rebuild(sample, config, batches)
 
 
@@ -200,7 +234,9 @@ def keep_tables(sample: Sample, keep: Sequence[int]) -> Sample | None:
     if new is None:
         return None
     batches = [Batch(b.dense, tuple(b.offsets[k] for k in chosen),
-                     tuple(b.indices[k] for k in chosen)) for b in sample.batches]
+                     tuple(b.indices[k] for k in chosen),
+                     None if b.weights is None else tuple(b.weights[k] for k in chosen))
+               for b in sample.batches]
     return _rebuild(sample, new, batches)
 
 
@@ -283,8 +319,8 @@ def drop_dense_columns(sample: Sample, columns: Sequence[int]) -> Sample | None:
     new = config_with(config, ln_bot=(len(keep), *config.ln_bot[1:]))
     if new is None:
         return None
-    return _rebuild(sample, new, [Batch(np.ascontiguousarray(b.dense[:, keep]), b.offsets, b.indices)
-                                  for b in sample.batches])
+    return _rebuild(sample, new, [Batch(np.ascontiguousarray(b.dense[:, keep]), b.offsets, b.indices,
+                                        b.weights) for b in sample.batches])
 
 
 # -- knobs -----------------------------------------------------------------
@@ -330,9 +366,13 @@ def keep_examples(sample: Sample, b: int, keep: Sequence[int]) -> Sample | None:
     chosen = _valid_positions(batch.batch_size, keep)
     if not chosen or len(chosen) == batch.batch_size:
         return None
-    table_bags = [[bags[r] for r in chosen]
-                  for bags in (_bags(batch, k) for k in range(sample.config.num_tables))]
-    cut = _pack(batch.dense[chosen], table_bags, np.dtype(sample.config.index_dtype))
+    tables = range(sample.config.num_tables)
+    table_bags = [[bags[r] for r in chosen] for bags in (_bags(batch, k) for k in tables)]
+    weight_bags: list[Sequence[np.ndarray] | None] | None = None
+    if batch.weights is not None:
+        weight_bags = [[wbags[r] for r in chosen] if wbags is not None else None
+                       for wbags in (_weight_bags(batch, k) for k in tables)]
+    cut = _pack(batch.dense[chosen], table_bags, np.dtype(sample.config.index_dtype), weight_bags)
     return _rebuild(sample, batches=[cut if i == b else x for i, x in enumerate(sample.batches)])
 
 
@@ -353,7 +393,8 @@ def keep_bag_indices(sample: Sample, b: int, k: int, row: int, keep: Sequence[in
     if chosen is None or len(chosen) == size:
         return None
     return _map_bags(sample, lambda bi, ki, bags: [
-        bag[chosen] if (bi, ki, r) == (b, k, row) else bag for r, bag in enumerate(bags)])
+        bag[chosen] if (bi, ki, r) == (b, k, row) else bag for r, bag in enumerate(bags)],
+        select=True)
 
 
 def empty_bags_of(sample: Sample, b: int, k: int, rows: Sequence[int]) -> Sample | None:
@@ -364,7 +405,8 @@ def empty_bags_of(sample: Sample, b: int, k: int, rows: Sequence[int]) -> Sample
     if not chosen:
         return None
     return _map_bags(sample, lambda bi, ki, bags: [
-        bag[:0] if (bi, ki) == (b, k) and r in chosen else bag for r, bag in enumerate(bags)])
+        bag[:0] if (bi, ki) == (b, k) and r in chosen else bag for r, bag in enumerate(bags)],
+        select=True)
 
 
 def shorten_bag(sample: Sample, b: int, k: int, row: int, position: int = -1) -> Sample | None:
@@ -383,7 +425,9 @@ def fill_empty_bags(sample: Sample) -> Sample | None:
     """Every empty bag gets index 0: switches the 'empty bags' feature off
     (a growth, for ablation; the shrinker never uses it)."""
     return _map_bags(sample, lambda b, k, bags: [
-        bag if bag.shape[0] else np.zeros(1, dtype=bag.dtype) for bag in bags])
+        bag if bag.shape[0] else np.zeros(1, dtype=bag.dtype) for bag in bags],
+        weight_change=lambda b, k, bags: [bag if bag.shape[0] else np.ones(1, np.float32)
+                                          for bag in bags])
 
 
 # -- values ----------------------------------------------------------------
@@ -409,14 +453,24 @@ def zero_dense(sample: Sample, b: int | None = None, row: int | None = None,
             # Only nonzero entries change: -0.0 becoming 0.0 is no simpler.
             region = dense[rows, cols]
             region[region != 0.0] = 0.0
-        batches.append(Batch(dense, batch.offsets, batch.indices))
+        batches.append(Batch(dense, batch.offsets, batch.indices, batch.weights))
     return _rebuild(sample, batches=batches)
 
 
 def round_dense(sample: Sample) -> Sample | None:
     """Dense features rounded to integers (values a reader can type)."""
     return _rebuild(sample, batches=[Batch(np.round(batch.dense).astype(np.float32),
-                                           batch.offsets, batch.indices)
+                                           batch.offsets, batch.indices, batch.weights)
+                                     for batch in sample.batches])
+
+
+def unit_weights(sample: Sample) -> Sample | None:
+    """Every per-sample weight set to 1 (a value a reader need not look at)."""
+    if all(batch.weights is None for batch in sample.batches):
+        return None
+    return _rebuild(sample, batches=[Batch(batch.dense, batch.offsets, batch.indices,
+                                           None if batch.weights is None else
+                                           tuple(np.ones_like(w) for w in batch.weights))
                                      for batch in sample.batches])
 
 

@@ -96,7 +96,7 @@ def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, 
     config = sample.config
     flat = sample.batches[batch].flat()
     dynamic = bool(getattr(target, "dynamic", False))
-    export_args = to_torch(tracing_example(config) if dynamic else flat, config.num_tables)
+    export_args = to_torch(tracing_example(config) if dynamic else flat, config)
     spec = dynamic_shapes(config) if dynamic else None
     try:
         model = build(config, sample.seed)
@@ -105,7 +105,7 @@ def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, 
         return _toolchain_failed("exporting the model", failure)
     graph_module, probes, outputs = _instrument(exported.module())
 
-    reference = _reference(graph_module, to_torch(flat, config.num_tables), config)
+    reference = _reference(graph_module, to_torch(flat, config), config)
     if isinstance(reference, str):
         return _not_found(reference)
     ref64, eager32 = reference
@@ -175,8 +175,8 @@ def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: 
     except StageFailure as failure:
         return _toolchain_failed("re-checking the target's own program", failure).note
     with torch.no_grad():
-        ref = build_reference(config, sample.seed)(*to_torch(flat, config.num_tables, torch.float64))
-        eager = build(config, sample.seed)(*to_torch(flat, config.num_tables))
+        ref = build_reference(config, sample.seed)(*to_torch(flat, config, torch.float64))
+        eager = build(config, sample.seed)(*to_torch(flat, config))
     return not compare(ref.numpy(), eager.numpy(), got, tolerance).ok
 
 
@@ -280,14 +280,19 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
     (quantized tables keep packed uint8 rows that have no float64 kernel)."""
     import torch
 
-    dense, offsets, indices = args
+    def to64(value: Any) -> Any:  # float inputs (dense, per-sample weights) only
+        if isinstance(value, list):
+            return [to64(v) for v in value]
+        return value.to(torch.float64) if isinstance(value, torch.Tensor) \
+            and value.is_floating_point() else value
+
     try:
         with torch.no_grad():
-            eager32 = _numpy(graph_module(dense, offsets, indices))
+            eager32 = _numpy(graph_module(*args))
             with warnings.catch_warnings():  # torch's own TreeSpec deprecation, on copy
                 warnings.simplefilter("ignore", FutureWarning)
-                twin = copy.deepcopy(graph_module).to(torch.float64)
-            ref64 = _numpy(twin(dense.to(torch.float64), offsets, indices))
+                twin = _in_float64(copy.deepcopy(graph_module).to(torch.float64))
+            ref64 = _numpy(twin(*(to64(a) for a in args)))
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         if not any(config.table_kind(k) == "quantized" for k in range(config.num_tables)):
             raise
@@ -297,5 +302,32 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
     return ref64, eager32
 
 
+def _in_float64(twin: Any) -> Any:
+    """A float16/bfloat16 model's graph converts its inputs and output
+    (``aten.to.dtype``) and asserts their dtypes: in the float64 twin those
+    conversions go to float64 and the assertions go, so it computes in float64
+    throughout (its inputs unrounded: a difference far inside the tolerance)."""
+    import torch
+
+    floats = (torch.float16, torch.bfloat16, torch.float32)
+    changed = False
+    for node in list(twin.graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.aten._assert_tensor_metadata.default:
+            twin.graph.erase_node(node)
+            changed = True
+        elif node.target is torch.ops.aten.to.dtype and node.args[1] in floats:
+            node.args = (node.args[0], torch.float64, *node.args[2:])
+            changed = True
+    if changed:
+        twin.recompile()
+    return twin
+
+
 def _numpy(values: Sequence[Any]) -> list[np.ndarray]:
-    return [v.detach().numpy() for v in values]
+    import torch
+
+    # numpy has no bfloat16: such intermediates are shown in float32 (exact).
+    return [(v.detach().float() if v.dtype == torch.bfloat16 else v.detach()).numpy()
+            for v in values]

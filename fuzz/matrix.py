@@ -47,6 +47,17 @@ FEATURES: dict[str, dict[str, Any]] = {
     "quantized=4": {"quantize_bits": 4},
     "index_dtype=int32": {"index_dtype": "int32"},
     "empty_bags": {},
+    "dtype=float16": {"dtype": "float16"},
+    "dtype=bfloat16": {"dtype": "bfloat16"},
+    "quantize_mlp=qint8": {"quantize_mlp": "qint8"},
+    "quantize_mlp=float16": {"quantize_mlp": "float16"},
+    "pooling=mean": {"pooling": "mean"},
+    "pooling=max": {"pooling": "max"},
+    "include_last_offset": {"include_last_offset": True},
+    "padding_idx": {"padding_idx": 1},
+    "per_sample_weights": {"per_sample_weights": True},
+    "input_layout=stacked": {"input_layout": "stacked"},
+    "input_layout=fixed": {"input_layout": "fixed"},
 }
 
 _BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
@@ -54,7 +65,9 @@ _BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
 
 def feature_sample(feature: str, seed: int) -> Sample:
     """The minimal DLRM with ``feature`` on, weights from ``seed``, one batch of
-    three examples whose bags hit the first and last rows and repeat an index."""
+    three examples whose bags hit the first and last rows and repeat an index
+    (row 1: the padding row, when there is one). Fixed-length bags are all two
+    long; per-sample weights are drawn from ``seed`` too."""
     if feature not in FEATURES:
         raise ValueError(f"feature={feature!r}: unknown; choose from {list(FEATURES)}")
     config = config_with(_BASE, **FEATURES[feature])
@@ -66,10 +79,15 @@ def feature_sample(feature: str, seed: int) -> Sample:
     offsets, indices = [], []
     for rows in config.ln_emb:
         bags = [[0, rows - 1], [] if empty else [1, 1], [rows - 1]]
+        if config.input_layout == "fixed":
+            bags[2] = [rows - 1, 0]
         offsets.append(np.cumsum([0] + [len(b) for b in bags[:-1]]).astype(dtype))
         indices.append(np.array([i for b in bags for i in b], dtype))
     dense = rng.standard_normal((3, config.num_dense)).astype(np.float32)
-    return Sample(config, seed, (Batch(dense, tuple(offsets), tuple(indices)),))
+    weights = tuple(rng.uniform(-1.0, 1.0, i.shape[0]).astype(np.float32) for i in indices) \
+        if config.per_sample_weights else None
+    return Sample(config, seed, (Batch.for_config(config, dense, tuple(offsets), tuple(indices),
+                                                  weights),))
 
 
 @dataclass

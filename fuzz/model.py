@@ -6,6 +6,20 @@ in float64, the reference it is judged against. Every parameter and buffer is
 drawn from the seed, per-table pooling weights included: DLRM's defaults
 (pooling weights of ones) would let a lowering that ignores the weights give
 the right answer.
+
+Where upstream's choice of ops differs from a shorter spelling, upstream's is
+kept (the compiler must see what DLRM hands it): the QR quotient is
+``(indices / c).long()``, a float true division then a float-to-int
+truncation, not an exact floor division; a stacked 2-D input is iterated and
+indexed as ``apply_emb`` does. ``tests/test_model_ops.py`` pins the exported
+ATen ops of every branch against lists written from upstream's source.
+
+``dtype`` float16/bfloat16 casts the weights after drawing them in float32
+(same seed, same values, rounded); the model still takes float32 dense
+features and per-sample weights and returns float32, converting at its edges,
+so inputs and outputs stay plain numpy arrays (numpy has no bfloat16). The
+float64 reference rounds its inputs to ``dtype`` the same way before computing
+in float64: it is the exact value of the model that was compiled.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ from torch import nn
 
 from fuzz.config import DLRMConfig
 
-__all__ = ["DLRM", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
+__all__ = ["DLRM", "FixedLengthDLRM", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
 
 
 def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) -> nn.Sequential:
@@ -43,38 +57,50 @@ def _table_weights(rows: int, width: int, rng: np.random.RandomState) -> torch.T
 
 
 class PlainTable(nn.Module):
-    """``nn.EmbeddingBag(mode="sum")``: DLRM's default table."""
+    """``nn.EmbeddingBag``: DLRM's default table (``mode="sum"``), or a
+    descendant's variant (mean/max pooling, B+1 offsets, a padding row). The
+    padding row keeps its seed-drawn data: a lowering that forgets to skip it
+    must not be rescued by a row of zeros."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, mode: str = "sum", include_last_offset: bool = False,
+                 padding_idx: int | None = None) -> None:
         super().__init__()
-        self.bag = nn.EmbeddingBag(weight.shape[0], weight.shape[1], mode="sum", _weight=weight)
+        self.bag = nn.EmbeddingBag(weight.shape[0], weight.shape[1], mode=mode,
+                                   include_last_offset=include_last_offset,
+                                   padding_idx=padding_idx, _weight=weight)
 
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor,
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
         return self.bag(indices, offsets, per_sample_weights=per_sample_weights)
 
 
 class QRTable(nn.Module):
     """DLRM's ``QREmbeddingBag``: a quotient table of ceil(n/c) rows looked up by
-    ``index // c`` and a remainder table of c rows looked up by ``index % c``,
+    ``(index / c).long()`` (float division, truncated: upstream's ops) and a
+    remainder table of c rows looked up by ``remainder(index, c).long()``,
     combined by ``operation``."""
 
     def __init__(self, rows: int, width: int, collisions: int, operation: str,
-                 rng: np.random.RandomState) -> None:
+                 rng: np.random.RandomState, mode: str = "sum",
+                 include_last_offset: bool = False) -> None:
         super().__init__()
         self.collisions = collisions
         self.operation = operation
+        self.mode = mode
+        self.include_last_offset = include_last_offset
         self.weight_q = nn.Parameter(_table_weights(-(-rows // collisions), width, rng))
         self.weight_r = nn.Parameter(_table_weights(collisions, width, rng))
 
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor,
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
-        quotient = torch.div(indices, self.collisions, rounding_mode="floor")
-        remainder = torch.remainder(indices, self.collisions)
-        embed_q = F.embedding_bag(quotient, self.weight_q, offsets, mode="sum",
-                                  per_sample_weights=per_sample_weights)
-        embed_r = F.embedding_bag(remainder, self.weight_r, offsets, mode="sum",
-                                  per_sample_weights=per_sample_weights)
+        quotient = (indices / self.collisions).long()
+        remainder = torch.remainder(indices, self.collisions).long()
+        # include_last_offset is only passed when set: upstream's call has none.
+        extra = {"include_last_offset": True} if self.include_last_offset else {}
+        embed_q = F.embedding_bag(quotient, self.weight_q, offsets, mode=self.mode,
+                                  per_sample_weights=per_sample_weights, **extra)
+        embed_r = F.embedding_bag(remainder, self.weight_r, offsets, mode=self.mode,
+                                  per_sample_weights=per_sample_weights, **extra)
         if self.operation == "concat":
             return torch.cat((embed_q, embed_r), dim=1)
         if self.operation == "add":
@@ -86,9 +112,11 @@ class MDTable(nn.Module):
     """DLRM's ``PrEmbeddingBag``: a narrow table followed by a bias-free linear
     projection up to the base width (identity when already that wide)."""
 
-    def __init__(self, rows: int, width: int, base: int, rng: np.random.RandomState) -> None:
+    def __init__(self, rows: int, width: int, base: int, rng: np.random.RandomState,
+                 include_last_offset: bool = False) -> None:
         super().__init__()
-        self.bag = nn.EmbeddingBag(rows, width, mode="sum", _weight=_table_weights(rows, width, rng))
+        self.bag = nn.EmbeddingBag(rows, width, mode="sum", include_last_offset=include_last_offset,
+                                   _weight=_table_weights(rows, width, rng))
         self.proj: nn.Module = nn.Identity()
         if width < base:
             proj = nn.Linear(width, base, bias=False)
@@ -96,7 +124,7 @@ class MDTable(nn.Module):
                 rng.normal(0.0, np.sqrt(2 / (width + base)), size=(base, width)).astype(np.float32))
             self.proj = proj
 
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor,
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
         return self.proj(self.bag(indices, offsets, per_sample_weights=per_sample_weights))
 
@@ -105,9 +133,10 @@ class QuantizedTable(nn.Module):
     """DLRM's ``quantize_embedding``: rowwise 8-bit or 4-bit prepacked weights,
     looked up with ``quantized::embedding_bag_{byte,4bit}_rowwise_offsets``."""
 
-    def __init__(self, weight: torch.Tensor, bits: int) -> None:
+    def __init__(self, weight: torch.Tensor, bits: int, include_last_offset: bool = False) -> None:
         super().__init__()
         self.bits = bits
+        self.include_last_offset = include_last_offset
         pack = torch.ops.quantized.embedding_bag_byte_prepack if bits == 8 \
             else torch.ops.quantized.embedding_bag_4bit_prepack
         self.register_buffer("packed", pack(weight))
@@ -118,34 +147,55 @@ class QuantizedTable(nn.Module):
             else torch.ops.quantized.embedding_bag_4bit_unpack
         return unpack(self.packed)
 
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor,
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
         op = torch.ops.quantized.embedding_bag_byte_rowwise_offsets if self.bits == 8 \
             else torch.ops.quantized.embedding_bag_4bit_rowwise_offsets
-        return op(self.packed, indices, offsets, per_sample_weights=per_sample_weights)
+        extra = {"include_last_offset": True} if self.include_last_offset else {}
+        return op(self.packed, indices, offsets, per_sample_weights=per_sample_weights, **extra)
+
+
+_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                 "float64": torch.float64}
+
+
+def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # Decided in Python, so a float32 model exports no conversion op at all.
+    return x if x.dtype == dtype else x.to(dtype)
 
 
 class DLRM(nn.Module):
-    """``DLRM_Net`` restricted to ``sequential_forward``, taking per-table
-    sequences of offsets and indices (tables may differ in index count)."""
+    """``DLRM_Net`` restricted to ``sequential_forward``. Sparse inputs come in
+    the config's ``input_layout``: per-table sequences of offsets and indices
+    (tables may differ in index count), offsets and indices stacked into 2-D
+    tensors, or per-table 2-D indices with ``offsets`` None. ``per_sample_weights``
+    (only with the knob of that name) is laid out like the indices."""
 
     def __init__(self, config: DLRMConfig, seed: int) -> None:
         super().__init__()
         self.config = config
+        # The dtype inputs are rounded to, the dtype arithmetic runs in and the
+        # dtype of the output: config dtype / config dtype / float32 for the
+        # model under test, config dtype / float64 / float64 for the reference.
+        self.input_dtype = _TORCH_DTYPES[config.dtype]
+        self.compute_dtype = self.input_dtype
+        self.output_dtype = torch.float32
         rng = np.random.RandomState(seed % 2**32)
+        last = config.include_last_offset
         tables: list[nn.Module] = []
         for k, rows in enumerate(config.ln_emb):
             kind = config.table_kind(k)
             if kind == "qr":
                 tables.append(QRTable(rows, config.base_width, config.qr_collisions,
-                                      config.qr_operation, rng))
+                                      config.qr_operation, rng, config.pooling, last))
             elif kind == "md":
-                tables.append(MDTable(rows, config.table_width(k), config.base_width, rng))
+                tables.append(MDTable(rows, config.table_width(k), config.base_width, rng, last))
             elif kind == "quantized":
                 tables.append(QuantizedTable(_table_weights(rows, config.base_width, rng),
-                                             config.quantize_bits))
+                                             config.quantize_bits, last))
             else:
-                tables.append(PlainTable(_table_weights(rows, config.base_width, rng)))
+                tables.append(PlainTable(_table_weights(rows, config.base_width, rng),
+                                         config.pooling, last, config.padding_idx))
         self.emb_l = nn.ModuleList(tables)
         pooling = [torch.from_numpy(rng.uniform(-1.0, 1.0, size=rows).astype(np.float32))
                    for rows in config.ln_emb] if config.weighted_pooling else []
@@ -164,13 +214,26 @@ class DLRM(nn.Module):
             return getattr(self, f"v_W_{k}")
         return None
 
-    def apply_emb(self, offsets: Sequence[torch.Tensor],
-                  indices: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def _input(self, x: torch.Tensor) -> torch.Tensor:
+        """A float input as the model sees it: rounded to ``dtype``, computed on in
+        ``compute_dtype``."""
+        return _cast(_cast(x, self.input_dtype), self.compute_dtype)
+
+    def apply_emb(self, lS_o: Any, lS_i: Any, weights: Any = None) -> list[torch.Tensor]:
+        # Upstream's loop: iterate the indices (a list, or a 2-D tensor's rows)
+        # and index the offsets with k (a list item, or a row of a 2-D tensor).
         pooled = []
-        for k, table in enumerate(self.emb_l):
+        for k, sparse_index_group_batch in enumerate(lS_i):
+            sparse_offset_group_batch = None if lS_o is None else lS_o[k]
             v_w = self.pooling_weights(k)
-            per_sample_weights = None if v_w is None else v_w.gather(0, indices[k])
-            pooled.append(table(indices[k], offsets[k], per_sample_weights))
+            if v_w is not None:
+                per_sample_weights = v_w.gather(0, sparse_index_group_batch)
+            elif weights is not None:
+                per_sample_weights = self._input(weights[k])
+            else:
+                per_sample_weights = None
+            pooled.append(self.emb_l[k](sparse_index_group_batch, sparse_offset_group_batch,
+                                        per_sample_weights))
         return pooled
 
     def interact_features(self, x: torch.Tensor, ly: list[torch.Tensor]) -> torch.Tensor:
@@ -186,59 +249,164 @@ class DLRM(nn.Module):
         Zflat = Z[:, li, lj]
         return torch.cat([x] + [Zflat], dim=1)
 
-    def forward(self, dense_x: torch.Tensor, offsets: list[torch.Tensor],
-                indices: list[torch.Tensor]) -> torch.Tensor:
-        x = self.bot_l(dense_x)
-        ly = self.apply_emb(offsets, indices)
+    def forward(self, dense_x: torch.Tensor, offsets: Any, indices: Any,
+                per_sample_weights: Any = None) -> torch.Tensor:
+        x = self.bot_l(self._input(dense_x))
+        ly = self.apply_emb(offsets, indices, per_sample_weights)
         z = self.interact_features(x, ly)
         p = self.top_l(z)
         t = self.config.loss_threshold
         if 0.0 < t < 1.0:
-            return torch.clamp(p, min=t, max=1.0 - t)
-        return p
+            p = torch.clamp(p, min=t, max=1.0 - t)
+        return _cast(p, self.output_dtype)
+
+
+class FixedLengthDLRM(DLRM):
+    """``input_layout='fixed'``: upstream is called with offsets that are all
+    None (``lS_o[k]`` is None, ``lS_i[k]`` a ``[B, L]`` tensor). Here the None
+    is bound inside rather than passed: same ops, but no ``None`` input in the
+    exported signature, which torch-mlir 20261001 cannot import (its
+    ``func.func`` keeps a ``!torch.none`` argument that no backend
+    legalizes) and which would hide every fixed-length program behind that one
+    failure."""
+
+    def forward(self, dense_x: torch.Tensor, indices: Any,  # type: ignore[override]
+                per_sample_weights: Any = None) -> torch.Tensor:
+        return super().forward(dense_x, None, indices, per_sample_weights)
+
+
+_QUANTIZE_MLP = {"qint8": "qint8", "float16": "float16"}
 
 
 def build(config: DLRMConfig, seed: int) -> DLRM:
-    """The float32 model under test, in eval mode, weights drawn from ``seed``."""
-    return DLRM(config, seed).eval()
+    """The model under test, in eval mode, weights drawn from ``seed`` (in
+    float32, then rounded to ``config.dtype``); with ``quantize_mlp``, every
+    ``nn.Linear`` dynamically quantized as upstream's ``quantize_mlp_with_bit``
+    does (``torch.quantization.quantize_dynamic(dlrm, {nn.Linear}, dtype)``)."""
+    model = _build(config, seed)
+    if config.quantize_mlp == "none":
+        return model
+    import warnings
+
+    with warnings.catch_warnings():  # torch.ao announces its move to torchao
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(
+            model, {nn.Linear}, getattr(torch, _QUANTIZE_MLP[config.quantize_mlp]))
+    assert isinstance(quantized, DLRM)  # quantize_dynamic copies the module, class and all
+    return quantized.eval()
+
+
+def _build(config: DLRMConfig, seed: int) -> DLRM:
+    model = (FixedLengthDLRM if config.input_layout == "fixed" else DLRM)(config, seed).eval()
+    if config.dtype != "float32":
+        model = model.to(_TORCH_DTYPES[config.dtype])
+    return model
+
+
+def _dequantized_linear_weight(module: nn.Module, kind: str) -> torch.Tensor:
+    """The float weight a dynamically quantized ``nn.Linear`` multiplies by."""
+    weight = module.weight()  # type: ignore[operator]
+    return weight.dequantize() if kind == "qint8" else weight.float()
 
 
 def build_reference(config: DLRMConfig, seed: int) -> DLRM:
     """The same model in float64: the reference every output is judged against.
 
     Quantized tables cannot run in float64, so they become plain tables holding
-    exactly the dequantized rows the quantized kernel sums.
+    exactly the dequantized rows the quantized kernel sums; a quantized MLP
+    becomes float64 ``nn.Linear`` layers holding its dequantized weights (the
+    activations' dynamic quantization is a rounding of the model, like
+    float32's, left to the tolerance). Inputs are rounded to ``config.dtype``
+    first, so float16 and bfloat16 models are judged on the inputs they saw.
     """
-    model = build(config, seed)
+    model = _build(config, seed)
+    if config.quantize_mlp != "none":
+        quantized = build(config, seed)
+        mine = dict(model.named_modules())
+        for name, module in quantized.named_modules():
+            if type(module).__name__ == "Linear" and type(module).__module__.startswith(
+                    "torch.ao.nn.quantized"):
+                with torch.no_grad():
+                    mine[name].weight.copy_(_dequantized_linear_weight(module, config.quantize_mlp))
     for k, table in enumerate(model.emb_l):
         if isinstance(table, QuantizedTable):
-            model.emb_l[k] = PlainTable(table.dequantized())
-    return model.to(torch.float64)
+            model.emb_l[k] = PlainTable(table.dequantized(), include_last_offset=table.include_last_offset)
+    model = model.to(torch.float64)
+    model.compute_dtype = torch.float64
+    model.output_dtype = torch.float64
+    return model
 
 
-def to_torch(arrays: Sequence[np.ndarray], num_tables: int,
-             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """Turn a flat input list (dense, offsets..., indices...) into forward's arguments."""
-    dense = torch.from_numpy(np.ascontiguousarray(arrays[0])).to(dtype)
-    offsets = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays[1:1 + num_tables]]
-    indices = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays[1 + num_tables:1 + 2 * num_tables]]
-    return dense, offsets, indices
+def to_torch(arrays: Sequence[np.ndarray], layout: "int | DLRMConfig",
+             dtype: torch.dtype = torch.float32) -> tuple[Any, ...]:
+    """Turn a flat input list (``Batch.flat()``) into forward's arguments:
+    ``(dense, offsets, indices)`` (``(dense, indices)`` for fixed-length bags,
+    see ``FixedLengthDLRM``), plus per-sample weights when the config has
+    them. ``layout`` is the config (or, for per-table lists, just the number of
+    tables). Float inputs (dense, weights) become ``dtype``."""
+    def tensor(a: np.ndarray, floating: bool = False) -> torch.Tensor:
+        out = torch.from_numpy(np.ascontiguousarray(a))
+        return out.to(dtype) if floating else out
+
+    dense = tensor(arrays[0], True)
+    if isinstance(layout, int):
+        kind, tables, weighted = "lists", layout, False
+    else:
+        kind, tables, weighted = layout.input_layout, layout.num_tables, layout.per_sample_weights
+    rest = list(arrays[1:])
+    if kind == "stacked":
+        offsets: Any = tensor(rest[0])
+        indices: Any = tensor(rest[1])
+        weights: Any = tensor(rest[2], True) if weighted else None
+    elif kind == "fixed":
+        offsets = None
+        indices = [tensor(a) for a in rest[:tables]]
+        weights = [tensor(a, True) for a in rest[tables:2 * tables]] if weighted else None
+    else:
+        offsets = [tensor(a) for a in rest[:tables]]
+        indices = [tensor(a) for a in rest[tables:2 * tables]]
+        weights = [tensor(a, True) for a in rest[2 * tables:3 * tables]] if weighted else None
+    sparse = (indices,) if kind == "fixed" else (offsets, indices)
+    return (dense, *sparse) if weights is None else (dense, *sparse, weights)
 
 
 def tracing_example(config: DLRMConfig) -> list[np.ndarray]:
-    """Inputs to export a shape-polymorphic program from. Sizes are 2, not 0 or
-    1, because torch.export specializes dimensions it sees as 0 or 1."""
+    """Inputs to export a shape-polymorphic program from. Sizes are 2 (3 for
+    B+1 offsets), not 0 or 1, because torch.export specializes dimensions it
+    sees as 0 or 1."""
+    from fuzz.sample import Batch
+
     dtype = np.dtype(config.index_dtype)
-    return ([np.zeros((2, config.num_dense), np.float32)]
-            + [np.array([0, 1], dtype) for _ in config.ln_emb]
-            + [np.zeros(2, dtype) for _ in config.ln_emb])
+    tables = config.num_tables
+    return Batch.for_config(
+        config, np.zeros((2, config.num_dense), np.float32),
+        tuple(np.array([0, 2], dtype) for _ in range(tables)),
+        tuple(np.zeros(4, dtype) for _ in range(tables)),
+        tuple(np.zeros(4, np.float32) for _ in range(tables)) if config.per_sample_weights else None,
+    ).flat()
 
 
 def dynamic_shapes(config: DLRMConfig) -> tuple[Any, ...]:
     """``torch.export`` dynamic-shape spec: one batch dimension shared by the
-    dense input and every offsets tensor, and an index count per table."""
+    dense input and every offsets tensor (``batch + 1`` with B+1 offsets), and
+    an index count per table (one shared count when stacked; a bag length per
+    table for fixed-length bags)."""
     from torch.export import Dim
 
     batch = Dim("batch", min=1, max=2**20)
-    counts = [Dim(f"indices_{k}", min=0, max=2**24) for k in range(config.num_tables)]
-    return ({0: batch}, [{0: batch} for _ in counts], [{0: count} for count in counts])
+    offsets_len = batch + 1 if config.include_last_offset else batch
+    tables = range(config.num_tables)
+    weighted = config.per_sample_weights
+    spec: tuple[Any, ...]
+    if config.input_layout == "stacked":
+        count = Dim("indices", min=0, max=2**24)
+        spec = ({0: batch}, {1: offsets_len}, {1: count}) + (({1: count},) if weighted else ())
+    elif config.input_layout == "fixed":
+        lengths = [Dim(f"bag_{k}", min=1, max=2**16) for k in tables]
+        per_table = [{0: batch, 1: length} for length in lengths]
+        spec = ({0: batch}, per_table) + ((per_table,) if weighted else ())
+    else:
+        counts = [Dim(f"indices_{k}", min=0, max=2**24) for k in tables]
+        spec = ({0: batch}, [{0: offsets_len} for _ in counts], [{0: c} for c in counts]) \
+            + (([{0: c} for c in counts],) if weighted else ())
+    return spec

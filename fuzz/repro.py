@@ -213,7 +213,7 @@ def _export(entry: CorpusEntry, target: IreeTarget) -> Any:
     spec = dynamic_shapes(config) if target.dynamic else None
     try:
         return torch.export.export(build(config, entry.sample.seed),
-                                   to_torch(example, config.num_tables), dynamic_shapes=spec)
+                                   to_torch(example, config), dynamic_shapes=spec)
     except Exception as exc:
         raise _ToolchainFailed(f"torch.export failed: {type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from exc
@@ -249,6 +249,8 @@ def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | 
         call += f"[{index or 0}]"
     files: dict[str, str | bytes] = {}
     data = []
+    if any(str(t.dtype) == "torch.bfloat16" for t in tensors):
+        return None  # numpy has no bfloat16 to write the operands in: the model form does
     for i, tensor in enumerate(tensors):
         array = tensor.detach().contiguous().numpy()
         if array.size <= INLINE_MAX_ELEMENTS:
@@ -453,10 +455,15 @@ def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | byte
     exported = _export(entry, target)
     state = _state(exported)
     buffer = io.BytesIO()
-    np.savez(buffer, **{k: v.detach().contiguous().numpy() for k, v in state.items()})
+    # numpy has no bfloat16: such state is stored as float32 (exact) and the
+    # script converts it back.
+    bf16 = sorted(k for k, v in state.items() if str(v.dtype) == "torch.bfloat16")
+    np.savez(buffer, **{k: (v.float() if k in bf16 else v).detach().contiguous().numpy()
+                        for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
                                      "inputs.npz": entry.sample.npz_bytes()}
-    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported))
+    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
+                                      bf16)
     return files
 
 
@@ -473,7 +480,8 @@ def _graph_code(exported: Any) -> list[str]:
     return [*names, header, *(line for line in body if line.strip())]
 
 
-def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str]) -> str:
+def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str],
+                  bf16: Sequence[str] = ()) -> str:
     config = entry.sample.config
     stage = Stage.parse(str(entry.stage))
     error = entry.verdict is not Verdict.MISMATCH
@@ -491,8 +499,7 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         "P = np.load('params.npz', allow_pickle=False)",
         "X = np.load('inputs.npz', allow_pickle=False)",
         f"T = {config.num_tables}",
-        "BATCHES = [[X[f'b{b}_dense'], *(X[f'b{b}_offsets{k}'] for k in range(T)), "
-        "*(X[f'b{b}_indices{k}'] for k in range(T))] for b in range(len(X.files) // (1 + 2 * T))]",
+        *_batches_lines(config),
         *(_device_lines(target, read_back=not error) if needs_iree else []),
         "",
         *graph,
@@ -502,6 +509,8 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         "        super().__init__()",
         "        for name in P.files:  # parameters stay parameters: torch-mlir imports them otherwise",
         "            tensor = torch.from_numpy(P[name])",
+        *([f"            tensor = tensor.to(torch.bfloat16) if name in {list(bf16)!r} else tensor"]
+          if bf16 else []),
         "            if name.startswith('p_'):",
         "                self.register_parameter(name, torch.nn.Parameter(tensor))",
         "            else:",
@@ -541,10 +550,40 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
                   "    attempt('run', lambda: ctx.modules.module['main'](*inputs))",
                   "print('run passed: fixed')", "sys.exit(0)"]
         return "\n".join(lines) + "\n"
-    return "\n".join(lines + _judge_lines(target)) + "\n"
+    from oracles.compare import Tolerance
+
+    scale = Tolerance().for_precision(config.dtype, entry.sample.reduction_length()).scale
+    return "\n".join(lines + _judge_lines(target, scale)) + "\n"
 
 
-def _judge_lines(target: IreeTarget) -> list[str]:
+def _batches_lines(config: Any) -> list[str]:
+    """``BATCHES``: each batch of inputs.npz (canonical per-table arrays) laid
+    out as the model takes it (``fuzz.sample.Batch.flat``), in plain numpy."""
+    if config.input_layout == "lists" and not config.include_last_offset \
+            and not config.per_sample_weights:
+        return ["BATCHES = [[X[f'b{b}_dense'], *(X[f'b{b}_offsets{k}'] for k in range(T)), "
+                "*(X[f'b{b}_indices{k}'] for k in range(T))] for b in range(len(X.files) // (1 + 2 * T))]"]
+    per_batch = 3 if config.per_sample_weights else 2
+    lines = [
+        f"W, LAST, LAYOUT = {config.per_sample_weights!r}, {config.include_last_offset!r}, "
+        f"{config.input_layout!r}",
+        "def laid_out(b):",
+        "    d = X[f'b{b}_dense']",
+        "    idx = [X[f'b{b}_indices{k}'] for k in range(T)]",
+        "    off = [np.append(X[f'b{b}_offsets{k}'], len(i)).astype(i.dtype) if LAST "
+        "else X[f'b{b}_offsets{k}'] for k, i in enumerate(idx)]",
+        "    w = [X[f'b{b}_weights{k}'] for k in range(T)] if W else []",
+        "    if LAYOUT == 'stacked':",
+        "        return [d, np.stack(off), np.stack(idx), *([np.stack(w)] if W else [])]",
+        "    if LAYOUT == 'fixed':",
+        "        return [d, *(i.reshape(len(d), -1) for i in idx), *(x.reshape(len(d), -1) for x in w)]",
+        "    return [d, *off, *idx, *w]",
+        f"BATCHES = [laid_out(b) for b in range(len(X.files) // (1 + {per_batch} * T))]",
+    ]
+    return lines
+
+
+def _judge_lines(target: IreeTarget, scale: float = 0.0) -> list[str]:
     """A mismatch: every batch the artifact accepts, against float64 eager
     under the tolerance rule of ``oracles.compare``."""
     return [
@@ -554,8 +593,10 @@ def _judge_lines(target: IreeTarget) -> list[str]:
         + ".astype(np.float64)",
         "    with torch.no_grad():",
         "        e32 = model(*map(torch.from_numpy, inputs)).numpy().astype(np.float64)",
-        "        ref = twin(torch.from_numpy(inputs[0]).double(), *map(torch.from_numpy, inputs[1:])).numpy()",
-        "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
+        "        ref = twin(*(torch.from_numpy(a).double() if a.dtype.kind == 'f' else torch.from_numpy(a) "
+        "for a in inputs)).numpy()",
+        "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)"
+        + (f" + {scale!r} * (np.abs(ref) + np.abs(ref).max())" if scale else "") + ") "
         "if got.shape == ref.shape else np.ones(1, bool)",
         "    print(f'batch {b}: {off.sum()}/{off.size} elements off tolerance; '",
         "          f'got {got.shape}, ref64 {ref.shape}')",
@@ -573,6 +614,8 @@ def _export_lines(entry: CorpusEntry, target: IreeTarget) -> list[str]:
         return ["example = tuple(map(torch.from_numpy, BATCHES[0]))",
                 "ep = attempt('export', lambda: torch.export.export(model, example))"]
     config = entry.sample.config
+    if config.input_layout != "lists" or config.include_last_offset or config.per_sample_weights:
+        return _general_export_lines(config)
     return [
         f"IDX = np.{np.dtype(config.index_dtype).name}",
         f"example = (torch.zeros(2, {config.num_dense}), *[torch.from_numpy(np.array([0, 1], IDX))] * T, "
@@ -582,6 +625,32 @@ def _export_lines(entry: CorpusEntry, target: IreeTarget) -> list[str]:
         "*({0: torch.export.Dim(f'indices_{k}', min=0, max=2**24)} for k in range(T)))",
         "ep = attempt('export', lambda: torch.export.export(model, example, dynamic_shapes=spec))",
     ]
+
+
+def _general_export_lines(config: Any) -> list[str]:
+    """The dynamic export of ``fuzz.model.dynamic_shapes`` for the layouts,
+    B+1 offsets and per-sample weights, flattened to the script's flat inputs."""
+    from fuzz.model import tracing_example
+
+    lines = ["TRACE = [", *(f"    {_literal(a)}," for a in tracing_example(config)), "]",
+             "example = tuple(map(torch.from_numpy, TRACE))",
+             "Dim = torch.export.Dim",
+             "batch = Dim('batch', min=1, max=2**20)",
+             f"OFF = batch + 1 if {config.include_last_offset!r} else batch",
+             f"W = {config.per_sample_weights!r}"]
+    if config.input_layout == "stacked":
+        lines += ["count = Dim('indices', min=0, max=2**24)",
+                  "spec = ({0: batch}, {1: OFF}, {1: count}, *([{1: count}] if W else []))"]
+    elif config.input_layout == "fixed":
+        lines += ["lengths = [Dim(f'bag_{k}', min=1, max=2**16) for k in range(T)]",
+                  "spec = ({0: batch}, *({0: batch, 1: n} for n in lengths), "
+                  "*(({0: batch, 1: n} for n in lengths) if W else ()))"]
+    else:
+        lines += ["counts = [Dim(f'indices_{k}', min=0, max=2**24) for k in range(T)]",
+                  "spec = ({0: batch}, *({0: OFF} for _ in counts), *({0: c} for c in counts), "
+                  "*(({0: c} for c in counts) if W else ()))"]
+    return lines + ["ep = attempt('export', lambda: torch.export.export(model, example, "
+                    "dynamic_shapes=spec))"]
 
 
 # The script's one stage boundary: MLIR prints its diagnostics on fd 2, not

@@ -6,6 +6,15 @@ process, the corpus and the worker protocol never need torch, and so that a
 sample saves to ``.npz`` and loads back with ``allow_pickle=False``.
 Sparse inputs are jagged: every table has its own offsets and indices, and
 tables may see different numbers of indices in the same batch.
+
+A batch is stored in one canonical form whatever the config's input layout
+(per table: B bag starts, the flat indices, and per-sample weights when the
+config takes them); ``Batch.flat()`` renders it in the layout the model is
+exported with (per-table lists; offsets and indices stacked into 2-D tensors;
+per-table ``[B, L]`` indices without offsets; B+1 offsets with
+``include_last_offset``). So the shrinker's edits, the ``.npz`` files and the
+worker protocol handle every layout alike, and an ``inputs.npz`` written
+before layouts existed loads unchanged.
 """
 
 from __future__ import annotations
@@ -16,9 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.config import DLRMConfig
+from fuzz.config import DLRMConfig, INPUT_LAYOUTS
 
-__all__ = ["Batch", "Sample", "InvalidSample"]
+__all__ = ["Batch", "Sample", "InvalidSample", "qr_quotient"]
+
+
+def qr_quotient(indices: np.ndarray, collisions: int) -> np.ndarray:
+    """Upstream's QR quotient in numpy: int / int true division in torch's
+    default float32, then truncation. From 2**24 on it can differ from
+    ``indices // collisions`` (and, near a table's end, leave the table)."""
+    return (indices.astype(np.float32) / np.float32(collisions)).astype(np.int64)
 
 
 class InvalidSample(ValueError):
@@ -29,19 +45,51 @@ class InvalidSample(ValueError):
 @dataclass(frozen=True, eq=False)
 class Batch:
     """One forward call: dense features (B x num_dense float32) and, per table,
-    bag offsets (B entries, first 0) and a flat index list."""
+    bag offsets (B bag starts, first 0), a flat index list and, with
+    ``per_sample_weights``, one float32 weight per index. ``layout`` and
+    ``last_offset`` say how ``flat()`` hands them to the model (the config's
+    ``input_layout`` and ``include_last_offset``; ``for_config`` sets them)."""
 
     dense: np.ndarray
     offsets: tuple[np.ndarray, ...]
     indices: tuple[np.ndarray, ...]
+    weights: tuple[np.ndarray, ...] | None = None
+    layout: str = "lists"
+    last_offset: bool = False
+
+    @classmethod
+    def for_config(cls, config: DLRMConfig, dense: np.ndarray, offsets: tuple[np.ndarray, ...],
+                   indices: tuple[np.ndarray, ...],
+                   weights: tuple[np.ndarray, ...] | None = None) -> "Batch":
+        """A batch laid out as ``config`` takes its inputs. Weights are kept only
+        when the config takes per-sample weights (and made up, as ones, when it
+        does and none are given)."""
+        if config.per_sample_weights and weights is None:
+            weights = tuple(np.ones(i.shape[0], np.float32) for i in indices)
+        return cls(dense, offsets, indices, weights if config.per_sample_weights else None,
+                   config.input_layout, config.include_last_offset)
 
     @property
     def batch_size(self) -> int:
         return int(self.dense.shape[0])
 
+    def _offsets_as_given(self) -> list[np.ndarray]:
+        if not self.last_offset:
+            return list(self.offsets)
+        return [np.append(off, np.asarray(idx.shape[0], off.dtype)).astype(off.dtype)
+                for off, idx in zip(self.offsets, self.indices)]
+
     def flat(self) -> list[np.ndarray]:
         """Inputs in the order the exported function takes them."""
-        return [self.dense, *self.offsets, *self.indices]
+        weights = list(self.weights) if self.weights is not None else []
+        if self.layout == "stacked":
+            stacked = [np.stack(self._offsets_as_given()), np.stack(self.indices)]
+            return [self.dense, *stacked, *([np.stack(weights)] if weights else [])]
+        if self.layout == "fixed":
+            b = self.batch_size
+            return [self.dense, *(i.reshape(b, -1) for i in self.indices),
+                    *(w.reshape(b, -1) for w in weights)]
+        return [self.dense, *self._offsets_as_given(), *self.indices, *weights]
 
     def validate(self, config: DLRMConfig) -> None:
         dtype = np.dtype(config.index_dtype)
@@ -52,6 +100,14 @@ class Batch:
         if len(self.offsets) != config.num_tables or len(self.indices) != config.num_tables:
             raise InvalidSample(f"tables={len(self.offsets)}/{len(self.indices)}: need offsets "
                                 f"and indices for each of {config.num_tables} tables")
+        if self.layout not in INPUT_LAYOUTS or self.layout != config.input_layout \
+                or self.last_offset != config.include_last_offset:
+            raise InvalidSample(f"layout={self.layout!r} last_offset={self.last_offset}: the config "
+                                f"takes input_layout={config.input_layout!r} include_last_offset="
+                                f"{config.include_last_offset}; build the batch with Batch.for_config")
+        if (self.weights is not None) != config.per_sample_weights:
+            raise InvalidSample(f"weights={'given' if self.weights is not None else None}: the "
+                                f"config has per_sample_weights={config.per_sample_weights}")
         for k, (off, idx) in enumerate(zip(self.offsets, self.indices)):
             if off.dtype != dtype or idx.dtype != dtype:
                 raise InvalidSample(f"table {k} dtype={off.dtype}/{idx.dtype}: must be {dtype}")
@@ -64,6 +120,27 @@ class Batch:
             if idx.size and (idx.min() < 0 or idx.max() >= config.ln_emb[k]):
                 raise InvalidSample(f"table {k} indices in [{idx.min()}, {idx.max()}]: must be "
                                     f"in [0, {config.ln_emb[k]})")
+            if self.weights is not None:
+                w = self.weights[k]
+                if w.dtype != np.float32 or w.shape != idx.shape or not np.isfinite(w).all():
+                    raise InvalidSample(f"table {k} weights={w.dtype}{list(w.shape)}: must be "
+                                        f"finite float32 [{idx.shape[0]}], one per index")
+            if config.table_kind(k) == "qr" and idx.size:
+                rows = -(-config.ln_emb[k] // config.qr_collisions)
+                top = int(qr_quotient(idx, config.qr_collisions).max())
+                if top >= rows:
+                    raise InvalidSample(
+                        f"table {k} index {int(idx.max())}: upstream's float32 quotient "
+                        f"(index / {config.qr_collisions}).long() = {top} is past the "
+                        f"{rows}-row quotient table (DLRM_Net itself fails on it)")
+            lengths = self.bag_lengths(k)
+            if self.layout == "fixed" and (lengths.min() < 1 or (lengths != lengths[0]).any()):
+                raise InvalidSample(f"table {k} bag lengths={lengths.tolist()}: "
+                                    f"input_layout='fixed' needs every bag of a table equally "
+                                    f"long, at least 1")
+        if self.layout == "stacked" and len({int(i.shape[0]) for i in self.indices}) > 1:
+            raise InvalidSample(f"index counts={[int(i.shape[0]) for i in self.indices]}: "
+                                f"input_layout='stacked' needs the same count in every table")
 
     def bag_lengths(self, k: int) -> np.ndarray:
         ends = np.append(self.offsets[k][1:], self.indices[k].shape[0])
@@ -92,6 +169,8 @@ class Sample:
             for k in range(self.config.num_tables):
                 out[f"b{b}_offsets{k}"] = batch.offsets[k]
                 out[f"b{b}_indices{k}"] = batch.indices[k]
+                if batch.weights is not None:
+                    out[f"b{b}_weights{k}"] = batch.weights[k]
         return out
 
     def npz_bytes(self) -> bytes:
@@ -101,15 +180,19 @@ class Sample:
 
     @classmethod
     def from_arrays(cls, config: DLRMConfig, seed: int, arrays: Any) -> "Sample":
-        """Rebuild from an ``np.load(..., allow_pickle=False)`` mapping."""
+        """Rebuild from an ``np.load(..., allow_pickle=False)`` mapping (the
+        canonical form; the config says how it is laid out)."""
         batches = []
         b = 0
+        tables = range(config.num_tables)
         while f"b{b}_dense" in arrays:
-            batches.append(Batch(
-                dense=np.asarray(arrays[f"b{b}_dense"]),
-                offsets=tuple(np.asarray(arrays[f"b{b}_offsets{k}"]) for k in range(config.num_tables)),
-                indices=tuple(np.asarray(arrays[f"b{b}_indices{k}"]) for k in range(config.num_tables)),
-            ))
+            weights = tuple(np.asarray(arrays[f"b{b}_weights{k}"]) for k in tables) \
+                if f"b{b}_weights0" in arrays else None
+            batches.append(Batch.for_config(
+                config, np.asarray(arrays[f"b{b}_dense"]),
+                tuple(np.asarray(arrays[f"b{b}_offsets{k}"]) for k in tables),
+                tuple(np.asarray(arrays[f"b{b}_indices{k}"]) for k in tables),
+                weights))
             b += 1
         return cls(config=config, seed=seed, batches=tuple(batches))
 
@@ -133,12 +216,32 @@ class Sample:
                 found.add("md")
         if config.index_dtype != "int64":
             found.add(f"index_dtype={config.index_dtype}")
+        for name in ("dtype", "quantize_mlp", "pooling", "input_layout"):
+            if getattr(config, name) != getattr(DLRMConfig, name):
+                found.add(f"{name}={getattr(config, name)}")
+        for name in ("include_last_offset", "per_sample_weights"):
+            if getattr(config, name):
+                found.add(name)
+        if config.padding_idx is not None:
+            found.add("padding_idx")
         if any((batch.bag_lengths(k) == 0).any() for batch in self.batches
                for k in range(config.num_tables)):
             found.add("empty_bags")
         if 0.0 < config.loss_threshold < 1.0:
             found.add("clamp")
         return sorted(found)
+
+    def reduction_length(self) -> int:
+        """The longest chain of reductions an output element goes through (the
+        ``N`` of ``oracles.compare``'s precision rule): bottom-MLP fan-ins, the
+        longest bag (its sum, or mean), the MD projection, the interaction's
+        dot length, top-MLP fan-ins, plus one rounding per stored intermediate."""
+        config = self.config
+        longest_bag = max((int(batch.bag_lengths(k).max()) for batch in self.batches
+                           for k in range(config.num_tables)), default=0)
+        layers = len(config.ln_bot) + len(config.ln_top) - 2
+        return (sum(config.ln_bot[:-1]) + longest_bag + 1 + config.base_width
+                + config.embedding_width + sum(config.ln_top[:-1]) + 2 * layers + 4)
 
     def describe(self) -> str:
         """A one-line summary for logs: never raw tensors."""

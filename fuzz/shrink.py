@@ -155,6 +155,7 @@ def _values(s: Sample) -> Candidates:
         for row in range(batch.batch_size):
             yield edits.zero_dense(s, b=b, row=row)
     yield edits.round_dense(s)
+    yield edits.unit_weights(s)
     yield edits.with_seed(s, 0)
 
 

@@ -128,7 +128,7 @@ class EagerTarget(Target):
 
         def forward() -> list[np.ndarray]:
             with torch.inference_mode():
-                out = artifact(*to_torch(inputs, artifact.config.num_tables, dtype))
+                out = artifact(*to_torch(inputs, artifact.config, dtype))
             return [out.numpy().astype(np.float64 if self.dtype == "float64" else np.float32)]
 
         return timer.measure("run", forward)
@@ -180,7 +180,7 @@ class CompiledTarget(Target):
         def lower() -> str:
             model = timer.measure("build", lambda: build(config, seed))
             inputs = tracing_example(config) if self.dynamic else example
-            args = to_torch(inputs, config.num_tables)
+            args = to_torch(inputs, config)
             spec = dynamic_shapes(config) if self.dynamic else None
             return self.lower_module(model, args, spec, timer)
 
@@ -411,7 +411,7 @@ class FakeWrongOpTarget(Target):
         model = timer.measure("build", lambda: build(config, seed))
         inputs = tracing_example(config) if self.dynamic else example
         spec = dynamic_shapes(config) if self.dynamic else None
-        return self.compile_module(model, to_torch(inputs, config.num_tables), spec, timer, cache)
+        return self.compile_module(model, to_torch(inputs, config), spec, timer, cache)
 
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:

@@ -227,7 +227,7 @@ def _raw_program(entry: CorpusEntry, target: CompiledTarget) -> str | None:
     inputs = tracing_example(config) if target.dynamic else sample.batches[0].flat()
     spec = dynamic_shapes(config) if target.dynamic else None
     try:
-        exported = pipeline.export(build(config, sample.seed), to_torch(inputs, config.num_tables),
+        exported = pipeline.export(build(config, sample.seed), to_torch(inputs, config),
                                    spec)
         return pipeline.run_stage("import", lambda: _raw_import(exported))
     except StageFailure:
@@ -274,8 +274,8 @@ def _references(config: DLRMConfig, seed: int, batch: Batch) -> tuple[np.ndarray
 
     flat = batch.flat()
     with torch.inference_mode():
-        ref = build_reference(config, seed)(*to_torch(flat, config.num_tables, torch.float64))
-        eager = build(config, seed)(*to_torch(flat, config.num_tables))
+        ref = build_reference(config, seed)(*to_torch(flat, config, torch.float64))
+        eager = build(config, seed)(*to_torch(flat, config))
     return ref.numpy().astype(np.float64), eager.numpy().astype(np.float32)
 
 

@@ -95,19 +95,27 @@ class Triage:
         self.ablations = 0
 
     # -- outcomes ------------------------------------------------------------
+    def tolerance_for(self, sample: Sample | None) -> Tolerance:
+        """The campaign's rule widened for the sample's dtype and reduction
+        lengths (``oracles.compare``, ``Tolerance.for_precision``)."""
+        if sample is None:
+            return self.tolerance
+        return self.tolerance.for_precision(sample.config.dtype, sample.reduction_length())
+
     def outcomes(self, results: dict[str, TargetResult], reference: TargetResult,
-                 eager: TargetResult) -> dict[str, Outcome]:
+                 eager: TargetResult, sample: Sample | None = None) -> dict[str, Outcome]:
         """Every target's verdict. Raises ReferenceFailed when the float64
         reference failed (the sample is ours to fix). When only eager float32
         failed, that is PyTorch's failure: it gets an outcome of its own (under
         the eager target's name) and the others are judged against float64
         alone (no eager slack in the tolerance)."""
+        tolerance = self.tolerance_for(sample)
         if reference.failure is None and eager.failure is not None:
-            judged = {name: judge(result, reference, reference, self.tolerance)
+            judged = {name: judge(result, reference, reference, tolerance)
                       for name, result in results.items()}
-            judged[eager.target] = judge(eager, reference, reference, self.tolerance)
+            judged[eager.target] = judge(eager, reference, reference, tolerance)
             return judged
-        return {name: judge(result, reference, eager, self.tolerance)
+        return {name: judge(result, reference, eager, tolerance)
                 for name, result in results.items()}
 
     def findings(self, sample: Sample, targets: dict[str, Target],
@@ -162,7 +170,7 @@ class Triage:
         for cluster in sorted(set(clusters.values())):
             reps[cluster] = _order([n for n, c in clusters.items() if c == cluster])[0]
         jobs = [LocalizeJob(targets[rep], sample, int(outcomes[rep].numbers.get("batch", 0)),
-                            self.tolerance) for rep in reps.values()]
+                            self.tolerance_for(sample)) for rep in reps.values()]
         answers = self.pool.run(jobs) if jobs else []
         self.localizations += len(jobs)
         culprits: dict[int, str] = {}
@@ -206,7 +214,7 @@ class Triage:
         reference, eager = resolve_targets([REFERENCE, EAGER])
         ref, eag, got = self.pool.run([(reference, sample), (eager, sample), (target, sample)])
         try:
-            outcome = judge(got, ref, eag, self.tolerance)
+            outcome = judge(got, ref, eag, self.tolerance_for(sample))
         except ReferenceFailed:
             return Verdict.PASS, None, None
         return outcome.verdict, outcome, got
@@ -221,7 +229,7 @@ class Triage:
         eager itself, so when it names a culprit the case is a mismatch in
         that op at the cost of one compile instead of two."""
         if culprit_method == "op":
-            (quick,) = self.pool.run([LocalizeJob(target, sample, 0, self.tolerance)])
+            (quick,) = self.pool.run([LocalizeJob(target, sample, 0, self.tolerance_for(sample))])
             if culprit_of(quick):
                 return mismatch_key(target.name, str(culprit_of(quick)))
         verdict, outcome, _ = self.solo_verdict(target, sample)
@@ -232,7 +240,7 @@ class Triage:
         if culprit_method == "op":
             (answer,) = self.pool.run([LocalizeJob(target, sample,
                                                    int(outcome.numbers.get("batch", 0)),
-                                                   self.tolerance)])
+                                                   self.tolerance_for(sample))])
             return mismatch_key(target.name, culprit_of(answer) or "unlocalized")
         return mismatch_key(target.name, "mismatch")
 

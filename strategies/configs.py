@@ -2,8 +2,16 @@
 
 Every knob of ``DLRMConfig`` is reachable; each is drawn so that it shrinks
 toward the plainest DLRM (one small table, narrow MLPs, plain tables, no
-pooling weights, int64 indices, dot interaction, no sigmoid, no clamp), so a
+pooling weights, int64 indices, dot interaction, no sigmoid, no clamp,
+float32, no MLP quantization, sum pooling, per-table input lists), so a
 shrunk failure names only the features that matter.
+
+Sizes come in shape classes (``SHAPE_CLASSES``): ``tiny`` (what a compile
+costs least for, most samples), ``medium`` (tables up to 10^4 rows, widths up
+to 64, bags up to 64, batches up to 128, up to 8 tables) and ``large`` (a QR
+table of 2^24 rows or more, indexed at and beyond 2^24, where upstream's
+float32 quotient stops being exact). ``shape_classes()`` draws one, tiny
+preferred, shrinking to tiny.
 """
 
 from __future__ import annotations
@@ -15,12 +23,15 @@ from hypothesis import strategies as st
 
 from fuzz.config import DLRMConfig, embedding_width, interaction_width
 
-__all__ = ["ConfigLimits", "dlrm_configs"]
+__all__ = ["ConfigLimits", "dlrm_configs", "SHAPE_CLASSES", "shape_classes"]
 
 
 @dataclass(frozen=True)
 class ConfigLimits:
-    """Upper bounds on generated sizes: small by default so a compile is cheap."""
+    """Upper bounds on generated sizes: small by default so a compile is cheap.
+    ``max_bag``/``max_batch`` bound the inputs drawn for such a config;
+    ``huge_rows`` > 0 makes the first table a QR table of 2^24 to ``huge_rows``
+    rows (the large shape class)."""
 
     max_tables: int = 4
     max_rows: int = 64
@@ -28,11 +39,41 @@ class ConfigLimits:
     max_dense: int = 8
     max_hidden: int = 16
     max_hidden_layers: int = 2
+    max_bag: int = 6
+    max_batch: int = 8
+    huge_rows: int = 0
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if not isinstance(value, int) or value < (0 if name == "max_hidden_layers" else 1):
+            low = 0 if name in ("max_hidden_layers", "huge_rows") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}={value!r}: must be a positive integer")
+        if self.huge_rows and self.huge_rows < 2**24:
+            raise ValueError(f"huge_rows={self.huge_rows}: must be 0 (none) or >= 2**24")
+
+
+SHAPE_CLASSES: dict[str, ConfigLimits] = {
+    "tiny": ConfigLimits(),
+    "medium": ConfigLimits(max_tables=8, max_rows=10_000, max_width=64, max_dense=32,
+                           max_hidden=64, max_hidden_layers=2, max_bag=64, max_batch=128),
+    "large": ConfigLimits(max_tables=3, max_rows=64, max_width=8, max_dense=8, max_hidden=16,
+                          max_hidden_layers=1, max_bag=6, max_batch=8, huge_rows=2**25 + 2**20),
+}
+"""Shape classes, declared in one visible table."""
+
+# Weights of the classes in generation, as slots of an integer draw that
+# shrinks to slot 0 (tiny): 16 of 20 tiny, 3 medium, 1 large.
+_CLASS_SLOTS = ("tiny",) * 16 + ("medium",) * 3 + ("large",)
+
+
+def shape_classes() -> st.SearchStrategy[str]:
+    """A shape class name: tiny 80 %, medium 15 %, large 5 %; shrinks to tiny."""
+    return st.integers(0, len(_CLASS_SLOTS) - 1).map(lambda i: _CLASS_SLOTS[i])
+
+
+def _rare(value: Any, default: Any) -> st.SearchStrategy[Any]:
+    """``default`` 9 times in 10, else ``value``; shrinks to ``default``."""
+    return st.integers(0, 9).map(lambda i: value if i == 9 else default)
 
 
 def _mlp_hidden(draw: Any, limits: ConfigLimits) -> list[int]:
@@ -47,15 +88,27 @@ def _sigmoid_layer(draw: Any, layers: int) -> int:
 def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     ln_emb = tuple(draw(st.lists(st.integers(1, limits.max_rows), min_size=1,
                                  max_size=limits.max_tables)))
-    path = draw(st.sampled_from(["plain", "qr", "md", "quantized"]))
+    huge = limits.huge_rows > 0
+    path = "qr" if huge else draw(st.sampled_from(["plain", "qr", "md", "quantized"]))
     knobs: dict[str, Any] = {}
     m_spa: int | tuple[int, ...] = draw(st.integers(1, limits.max_width))
     if path == "qr":
         operation = draw(st.sampled_from(["mult", "add", "concat"]))
-        threshold_cap = min(ln_emb) - 1 if operation == "concat" else limits.max_rows
-        knobs.update(qr_flag=True, qr_operation=operation,
-                     qr_collisions=draw(st.integers(1, 8)),
-                     qr_threshold=draw(st.integers(0, max(threshold_cap, 0))))
+        if huge:
+            # A QR table past 2^24 rows (every table, with concat), with
+            # thousands of collisions so both halves stay small to compile.
+            count = len(ln_emb) if operation == "concat" else 1
+            big = draw(st.lists(st.integers(2**24, limits.huge_rows), min_size=count,
+                                max_size=count))
+            ln_emb = (*big, *ln_emb[count:])
+            collisions = draw(st.integers(2**11, 2**14))
+            threshold = draw(st.integers(max(max(ln_emb[count:], default=0), 0), 2**24 - 1))
+        else:
+            collisions = draw(st.integers(1, 8))
+            threshold_cap = min(ln_emb) - 1 if operation == "concat" else limits.max_rows
+            threshold = draw(st.integers(0, max(threshold_cap, 0)))
+        knobs.update(qr_flag=True, qr_operation=operation, qr_collisions=collisions,
+                     qr_threshold=threshold)
     elif path == "md":
         m_spa = tuple(draw(st.lists(st.integers(1, limits.max_width),
                                     min_size=len(ln_emb), max_size=len(ln_emb))))
@@ -65,8 +118,41 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
         if bits == 4:
             m_spa = 2 * draw(st.integers(1, max(limits.max_width // 2, 1)))
         knobs.update(quantize_bits=bits)
+    # The knobs beyond DLRM_Net's constructor: all drawn, always in this order
+    # (so shrinking one never shifts the draws of the others), then the ones
+    # the choices above cannot run with fall back to their defaults (see
+    # DLRMConfig's checks): constructive, nothing is rejected.
+    layout = draw(st.sampled_from(["lists", "stacked", "fixed"]))
+    pooling = draw(st.sampled_from(["sum", "mean", "max"]))
+    weighted = draw(st.sampled_from([None, "fixed", "learned"]))
+    weights_in = draw(st.booleans())
+    last = draw(st.booleans())
+    padding = draw(st.one_of(st.none(), st.integers(0, limits.max_rows - 1)))
+    dtype = draw(st.sampled_from(["float32", "float16", "bfloat16"]))
+    # Upstream's MLP quantization never gets past torch.export today: rare.
+    quantize_mlp = draw(st.sampled_from(["qint8", "float16"])) if draw(_rare(True, False)) \
+        else "none"
+    if path not in ("plain", "qr"):
+        pooling = "sum"
+    if layout == "fixed":
+        weighted, last = None, False
+    if pooling != "sum":
+        weighted, weights_in = None, False
+    if weighted is not None:
+        weights_in = False
+    if path == "quantized":
+        dtype = "float32"
+    if dtype != "float32":
+        quantize_mlp = "none"
     knobs.update(
-        weighted_pooling=draw(st.sampled_from([None, "fixed", "learned"])),
+        input_layout=layout,
+        pooling=pooling,
+        weighted_pooling=weighted,
+        per_sample_weights=weights_in,
+        include_last_offset=last,
+        padding_idx=padding % min(ln_emb) if padding is not None and path == "plain" else None,
+        dtype=dtype,
+        quantize_mlp=quantize_mlp,
         index_dtype=draw(st.sampled_from(["int64", "int32"])),
         arch_interaction_op=draw(st.sampled_from(["dot", "cat"])),
         arch_interaction_itself=draw(st.booleans()),
@@ -89,10 +175,13 @@ def dlrm_configs(limits: ConfigLimits | None = None) -> st.SearchStrategy[DLRMCo
     """Valid ``DLRMConfig`` objects within ``limits``, every code path reachable:
     plain / QR (mult, add, concat) / MD / 8- and 4-bit quantized tables, weighted
     pooling (fixed, learned), int32 or int64 indices, dot (with or without
-    self-interaction) or cat, sigmoid anywhere, optional clamp.
+    self-interaction) or cat, sigmoid anywhere, optional clamp; float16 and
+    bfloat16 models, qint8/float16 MLP quantization (rare), mean/max pooling,
+    B+1 offsets, a padding row, per-sample weights as an input, and the
+    stacked and fixed-length input layouts.
 
     Shrinks toward one table, width 1, plain tables, no pooling weights, int64,
-    dot, no sigmoid, no clamp.
+    dot, no sigmoid, no clamp, and every new knob at its default.
     """
     if limits is None:
         limits = ConfigLimits()
