@@ -32,7 +32,7 @@ from fuzz.sample import Sample
 from fuzz.schedule import Scheduler
 from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
 from fuzz.triage import Finding, Triage
-from fuzz.workers import WorkerPool
+from fuzz.workers import HarnessError, HarnessFault, WorkerPool
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies import samples
 
@@ -423,9 +423,20 @@ class Campaign:
         ready = [flight for flight in self._flights if not flight.left]
         for flight in ready:
             self._flights.remove(flight)
-            self._triage(flight, file=True)
+            self._triage_or_report(flight)
             if self._on_progress is not None:
                 self._on_progress(self.report)
+
+    def _triage_or_report(self, flight: _InFlight) -> None:
+        """A bug of ours while checking one generated sample is reported (exit
+        status 3 at the end) and the campaign goes on with the next."""
+        try:
+            self._triage(flight, file=True)
+        except HarnessError as exc:
+            first = str(exc).strip().splitlines()
+            self.report.harness_errors.append(
+                f"sample {flight.index} ({flight.sample.describe()}): {first[0]} "
+                f"{first[-1] if len(first) > 1 else ''}".strip())
 
     def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
         """All targets on one sample, triaged now (replay, matrix, shrink);
@@ -439,6 +450,9 @@ class Campaign:
         """Judge one sample's answers, blame across targets, group by bucket;
         ``file``: count and store its findings."""
         assert self.triage is not None
+        faults = [a for a in flight.answers if isinstance(a, HarnessFault)]
+        if faults:
+            raise HarnessError(str(faults[0]))
         sample, ordered = flight.sample, flight.ordered
         reference, eager = flight.answers[0], flight.answers[1]
         results = {t.name: r for t, r in zip(ordered, flight.answers[2:])}

@@ -30,7 +30,7 @@ from fuzz.sample import Sample
 from fuzz.targets import Target
 from oracles.results import Failure, Stage, TargetResult
 
-__all__ = ["WorkerPool", "HarnessError", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
+__all__ = ["WorkerPool", "HarnessError", "HarnessFault", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
 
 STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
@@ -39,6 +39,18 @@ _STARTUP_TIMEOUT_S = 300.0
 
 class HarnessError(RuntimeError):
     """A bug of ours inside a worker (not a failure of the toolchain under test)."""
+
+
+@dataclass(frozen=True)
+class HarnessFault:
+    """The answer of a job that hit a bug of ours (from ``completed``; ``run``
+    raises it as a HarnessError): the campaign reports it and goes on."""
+
+    target: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"bug in dlrm-fuzz while running {self.target}:\n{self.traceback}"
 
 
 class Job(Protocol):
@@ -277,6 +289,9 @@ class WorkerPool:
                 else:
                     others.append((ticket, answer))
         self._ready.extend(others)
+        for answer in answers.values():
+            if isinstance(answer, HarnessFault):
+                raise HarnessError(str(answer))
         return [answers[t] for t in tickets]
 
     def _dispatch(self) -> None:
@@ -316,8 +331,10 @@ class WorkerPool:
             else:
                 continue
             self.busy_s += time.monotonic() - worker.started
-            if kind == "harness-error":
-                raise HarnessError(f"bug in dlrm-fuzz while running {job.target_name}:\n{payload}")
+            if kind == "harness-error":  # the worker lives on; its job's answer says what broke
+                worker.job = worker.work = None
+                done.append((ticket, HarnessFault(job.target_name, str(payload))))
+                continue
             if kind == "result":
                 worker.job = worker.work = None
                 done.append((ticket, payload))

@@ -116,11 +116,18 @@ def _exit_name(code: int) -> str:
         return f"signal {-code}"
 
 
+# torch's C++ / glog log prefix: severity, date, time, thread id, file:line.
+_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s*")
+
+
 def _meaningful_lines(message: str) -> list[str]:
-    """Non-blank stripped lines, less Python warnings and their source lines."""
+    """Non-blank stripped lines, less Python warnings and their source lines,
+    and less the time-and-thread prefix of log lines (it would make every
+    occurrence of one error a key of its own)."""
     kept: list[str] = []
     after_warning = False
     for raw in message.splitlines():
+        raw = _LOG_PREFIX.sub("", raw)
         if _WARNING.match(raw):
             after_warning = True
             continue

@@ -167,3 +167,15 @@ def test_warnings_before_a_message_without_error_line_are_skipped() -> None:
     message = ("/venv/lib/python3.11/copyreg.py:105: FutureWarning: `isinstance(treespec, LeafSpec)` "
                "is deprecated\n  return cls.__new__(cls, *args)\nSomething real went wrong\n")
     assert first_error_line(message) == "Something real went wrong"
+
+
+def test_log_prefixes_with_time_and_thread_do_not_split_a_key() -> None:
+    """torch logs through glog: "E1203 07:25:40.958000 2161 file.py:3090] ..."
+    (seen on a real torch.export failure): the prefix changes every run."""
+    lines = [f"E1203 07:25:{s:02d}.958000 {pid} .tox/tests/lib/python3.11/site-packages/torch/"
+             f"_subclasses/fake_tensor.py:3090] failed while attempting to run meta for "
+             f"quantized.embedding_bag_byte_rowwise_offsets.default\nTraceback (most recent call "
+             f"last):\n  ...\nRuntimeError: boom" for s, pid in ((40, 2161), (13, 99))]
+    first = [first_error_line(line) for line in lines]
+    assert first[0] == first[1] == ("failed while attempting to run meta for "
+                                    "quantized.embedding_bag_byte_rowwise_offsets.default")

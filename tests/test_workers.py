@@ -86,3 +86,26 @@ def test_run_keeps_the_answers_of_jobs_it_did_not_submit(pool: WorkerPool) -> No
     while len(got) < 3:
         got.update(pool.completed())
     assert sorted(got) == earlier and pool.pending == 0
+
+
+class _BuggyJob:
+    """A job that hits a bug of ours inside the worker."""
+
+    target_name = "buggy"
+
+    def __call__(self, on_stage: object, cache: object) -> object:
+        raise KeyError("a bug of ours")
+
+
+def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> None:
+    from fuzz.workers import HarnessError, HarnessFault
+
+    replaced = pool.replaced
+    ticket = pool.submit(_BuggyJob())
+    ((got, fault),) = pool.completed()
+    assert got == ticket and isinstance(fault, HarnessFault)
+    assert "KeyError: 'a bug of ours'" in fault.traceback and fault.target == "buggy"
+    with pytest.raises(HarnessError, match="bug in dlrm-fuzz while running buggy"):
+        pool.run([_BuggyJob()])
+    (ok,) = pool.run([(resolve_targets(["fake-ok"])[0], tiny_sample())])
+    assert ok.failure is None and pool.replaced == replaced  # same workers, still working
