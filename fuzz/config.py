@@ -31,6 +31,7 @@ __all__ = [
     "QUANTIZE_MLP",
     "POOLINGS",
     "INPUT_LAYOUTS",
+    "WEIGHT_FORMS",
 ]
 
 INTERACTION_OPS = ("dot", "cat")
@@ -42,6 +43,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 QUANTIZE_MLP = ("none", "qint8", "float16")
 POOLINGS = ("sum", "mean", "max")
 INPUT_LAYOUTS = ("lists", "stacked", "fixed")
+WEIGHT_FORMS = ("inline", "inputs")
 
 
 def embedding_width(m_spa: int | tuple[int, ...], qr_concat: bool) -> int:
@@ -133,6 +135,10 @@ class DLRMConfig:
     padding_idx: int | None = None
     per_sample_weights: bool = False
     input_layout: Literal["lists", "stacked", "fixed"] = "lists"
+    # How the program carries the weights (``fuzz.weights``): ``inline``
+    # constants, as torch-mlir imports a module by default, or function
+    # ``inputs`` (one compiled program for every weight draw and table size).
+    weights: Literal["inline", "inputs"] = "inline"
     # Not a DLRM_Net argument: lets a JSON file say which schema it follows.
     schema: int = field(default=1, repr=False)
 
@@ -168,6 +174,7 @@ class DLRMConfig:
             ("quantize_mlp", QUANTIZE_MLP),
             ("pooling", POOLINGS),
             ("input_layout", INPUT_LAYOUTS),
+            ("weights", WEIGHT_FORMS),
         ]
         for name, allowed in choices:
             if getattr(self, name) not in allowed:

@@ -39,6 +39,7 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
     first = sample.batches[0].flat()
     try:
         artifact = target.compile(sample.config, sample.seed, first, timer, cache)
+        lead = target.leading_inputs(sample.config, sample.seed, timer)
         result.compiles = 1
         result.stage_reached = Stage.COMPILE
         for name, text in target.artifact_texts(artifact).items():
@@ -48,7 +49,7 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
             flat = batch.flat()
             if not target.any_shape and _shape_key(flat) != _shape_key(first):
                 continue
-            result.outputs[b] = target.run(artifact, flat, timer)[0]
+            result.outputs[b] = target.run(artifact, [*lead, *flat], timer)[0]
             result.stage_reached = Stage.RUN
     except StageFailure as failure:
         result.failure = _keep_failed_program(failure.failure, result)

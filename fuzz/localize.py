@@ -171,7 +171,8 @@ def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: 
     flat = sample.batches[batch].flat()
     try:
         artifact = target.compile(config, sample.seed, flat, timer, cache)
-        got = target.run(artifact, flat, timer)[0]
+        lead = target.leading_inputs(config, sample.seed, timer)
+        got = target.run(artifact, [*lead, *flat], timer)[0]
     except StageFailure as failure:
         return _toolchain_failed("re-checking the target's own program", failure).note
     with torch.no_grad():

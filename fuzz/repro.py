@@ -208,12 +208,15 @@ def _export(entry: CorpusEntry, target: IreeTarget) -> Any:
 
     from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
 
+    from fuzz.weights import export_form
+
     config = entry.sample.config
     example = tracing_example(config) if target.dynamic else entry.sample.batches[0].flat()
     spec = dynamic_shapes(config) if target.dynamic else None
+    module, args, spec = export_form(build(config, entry.sample.seed), config,
+                                     to_torch(example, config), spec)
     try:
-        return torch.export.export(build(config, entry.sample.seed),
-                                   to_torch(example, config), dynamic_shapes=spec)
+        return torch.export.export(module, args, dynamic_shapes=spec)
     except Exception as exc:
         raise _ToolchainFailed(f"torch.export failed: {type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from exc
@@ -462,6 +465,15 @@ def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | byte
                         for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
                                      "inputs.npz": entry.sample.npz_bytes()}
+    from fuzz.model import build
+    from fuzz.weights import state_arrays, weights_as_inputs
+
+    if weights_as_inputs(entry.sample.config):  # the program takes them before each batch
+        weights = io.BytesIO()
+        arrays: dict[str, Any] = {f"w{i}": a for i, a in enumerate(
+            state_arrays(build(entry.sample.config, entry.sample.seed)))}
+        np.savez(weights, **arrays)
+        files["weights.npz"] = weights.getvalue()
     files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
                                       bf16)
     return files
@@ -498,6 +510,7 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         *_crash_supervisor(entry),
         "P = np.load('params.npz', allow_pickle=False)",
         "X = np.load('inputs.npz', allow_pickle=False)",
+        *_lead_lines(config),
         f"T = {config.num_tables}",
         *_batches_lines(config),
         *(_device_lines(target, read_back=not error) if needs_iree else []),
@@ -522,7 +535,7 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         *_ATTEMPT,
         "",
         "model = Model().eval()",
-        *_export_lines(entry, target),
+        *_with_lead(_export_lines(entry, target), target.dynamic),
         f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
         "func_name='main')))",
     ]
@@ -547,7 +560,7 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
     ]
     if error:
         lines += ["for inputs in BATCHES:",
-                  "    attempt('run', lambda: ctx.modules.module['main'](*inputs))",
+                  "    attempt('run', lambda: ctx.modules.module['main'](*LEAD, *inputs))",
                   "print('run passed: fixed')", "sys.exit(0)"]
         return "\n".join(lines) + "\n"
     from oracles.compare import Tolerance
@@ -589,12 +602,12 @@ def _judge_lines(target: IreeTarget, scale: float = 0.0) -> list[str]:
     return [
         "twin, bad = Model().double().eval(), 0",
         "for b, inputs in enumerate(BATCHES):",
-        "    got = " + _host(target, "attempt('run', lambda: ctx.modules.module['main'](*inputs))")
+        "    got = " + _host(target, "attempt('run', lambda: ctx.modules.module['main'](*LEAD, *inputs))")
         + ".astype(np.float64)",
         "    with torch.no_grad():",
-        "        e32 = model(*map(torch.from_numpy, inputs)).numpy().astype(np.float64)",
+        "        e32 = model(*map(torch.from_numpy, [*LEAD, *inputs])).numpy().astype(np.float64)",
         "        ref = twin(*(torch.from_numpy(a).double() if a.dtype.kind == 'f' else torch.from_numpy(a) "
-        "for a in inputs)).numpy()",
+        "for a in [*LEAD, *inputs])).numpy()",
         "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)"
         + (f" + {scale!r} * (np.abs(ref) + np.abs(ref).max())" if scale else "") + ") "
         "if got.shape == ref.shape else np.ones(1, bool)",
@@ -625,6 +638,26 @@ def _export_lines(entry: CorpusEntry, target: IreeTarget) -> list[str]:
         "*({0: torch.export.Dim(f'indices_{k}', min=0, max=2**24)} for k in range(T)))",
         "ep = attempt('export', lambda: torch.export.export(model, example, dynamic_shapes=spec))",
     ]
+
+
+def _lead_lines(config: Any) -> list[str]:
+    """``LEAD``: the arrays the program takes before each batch (the weights,
+    when the case exported them as inputs; see fuzz/weights.py)."""
+    from fuzz.weights import weights_as_inputs
+
+    if not weights_as_inputs(config):
+        return ["LEAD = []  # the weights are constants inside the program"]
+    return ["W = np.load('weights.npz', allow_pickle=False)",
+            "LEAD = [W[f'w{i}'] for i in range(len(W.files))]  # the weights are program inputs"]
+
+
+def _with_lead(lines: list[str], dynamic: bool) -> list[str]:
+    """The export lines with ``LEAD`` prepended to the example (static in
+    every dimension) just before ``torch.export`` is called."""
+    extra = ["example = (*map(torch.from_numpy, LEAD), *example)"]
+    if dynamic:
+        extra.append("spec = (*[None] * len(LEAD), *spec)")
+    return [*lines[:-1], *extra, lines[-1]]
 
 
 def _general_export_lines(config: Any) -> list[str]:

@@ -57,6 +57,10 @@ class Target:
         """(True, "") or (False, why not and how to enable it)."""
         return True, ""
 
+    def leading_inputs(self, config: DLRMConfig, seed: int, timer: Timer) -> list[np.ndarray]:
+        """Arrays the artifact takes before a batch's own (none by default)."""
+        return []
+
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
         raise NotImplementedError
@@ -177,16 +181,21 @@ class CompiledTarget(Target):
         from fuzz import pipeline
         from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
 
+        from fuzz.weights import export_form, weights_as_inputs
+
+        as_inputs = weights_as_inputs(config)
+
         def lower() -> str:
-            model = timer.measure("build", lambda: build(config, seed))
+            # With weights as inputs the program is the same for every seed.
+            model = timer.measure("build", lambda: build(config, 0 if as_inputs else seed))
             inputs = tracing_example(config) if self.dynamic else example
             args = to_torch(inputs, config)
             spec = dynamic_shapes(config) if self.dynamic else None
-            return self.lower_module(model, args, spec, timer)
+            return self.lower_module(*export_form(model, config, args, spec), timer)
 
         shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
-        key = cache_key("program", config.to_dict(), seed, shapes, self.output_type,
-                        tool_versions())
+        key = cache_key("program", config.to_dict(), None if as_inputs else seed, shapes,
+                        self.output_type, tool_versions())
         mlir = _through_cache(cache, key, lower)
         assert isinstance(mlir, str)
         return mlir
@@ -195,6 +204,17 @@ class CompiledTarget(Target):
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
         mlir = self.lowered(config, seed, example, timer, cache)
         return self.compile_program(mlir, timer, cache)
+
+    def leading_inputs(self, config: DLRMConfig, seed: int, timer: Timer) -> list[np.ndarray]:
+        """What the compiled program takes before a batch: the weights of
+        ``seed`` when they are inputs (``fuzz.weights``), else nothing."""
+        from fuzz.weights import state_arrays, weights_as_inputs
+
+        if not weights_as_inputs(config):
+            return []
+        from fuzz.model import build
+
+        return timer.measure("build", lambda: state_arrays(build(config, seed)))
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         raise NotImplementedError

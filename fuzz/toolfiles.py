@@ -226,9 +226,11 @@ def _raw_program(entry: CorpusEntry, target: CompiledTarget) -> str | None:
     config, sample = entry.sample.config, entry.sample
     inputs = tracing_example(config) if target.dynamic else sample.batches[0].flat()
     spec = dynamic_shapes(config) if target.dynamic else None
+    from fuzz.weights import export_form
+
     try:
-        exported = pipeline.export(build(config, sample.seed), to_torch(inputs, config),
-                                   spec)
+        exported = pipeline.export(*export_form(build(config, sample.seed), config,
+                                                to_torch(inputs, config), spec))
         return pipeline.run_stage("import", lambda: _raw_import(exported))
     except StageFailure:
         stored = entry.path / _STORED_RAW if entry.path is not None else None
@@ -255,9 +257,10 @@ def _first_failing_batch(sample: Sample, target: IreeTarget, mlir: str) -> Batch
         artifact = target.compile_program(mlir, Timer(), None)
     except StageFailure:
         return first
+    lead = target.leading_inputs(sample.config, sample.seed, Timer())
     for batch in candidates:
         try:
-            got = target.run(artifact, batch.flat(), Timer())
+            got = target.run(artifact, [*lead, *batch.flat()], Timer())
         except StageFailure:
             return batch
         ref64, eager32 = _references(sample.config, sample.seed, batch)
@@ -284,7 +287,10 @@ def _write_run(folder: Path, entry: CorpusEntry, target: IreeTarget,
     """Inputs, expected output and ``run.flagfile``; returns (names, expect)."""
     ref64, eager32 = _references(entry.sample.config, entry.sample.seed, batch)
     atol, rtol = _tolerance(ref64, eager32)
-    names = [_write_bytes(folder, f"input{i}.npy", _npy(a)) for i, a in enumerate(batch.flat())]
+    # With weights as program inputs (fuzz.weights) they lead the inputs.
+    lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
+    names = [_write_bytes(folder, f"input{i}.npy", _npy(a))
+             for i, a in enumerate([*lead, *batch.flat()])]
     names.append(_write_bytes(folder, EXPECTED, _npy(ref64.astype(np.float32))))
     flags = (f"--module={MODULE}", f"--device={_device(target.driver)}", "--function=main",
              *(f"--input=@{name}" for name in names[:-1]),

@@ -164,11 +164,15 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     ln_top = (interaction_width(width, len(ln_emb), knobs["arch_interaction_op"],
                                 knobs["arch_interaction_itself"]),
               *_mlp_hidden(draw, limits), draw(st.integers(1, 2)))
+    sigmoid_bot = _sigmoid_layer(draw, len(ln_bot) - 1)
+    sigmoid_top = _sigmoid_layer(draw, len(ln_top) - 1)
+    # Weights as program inputs 3 times in 4 (one compile serves every weight
+    # draw); inline constants, a code path of their own, the rest and the
+    # shrink target. Drawn last, so it shifts no other draw.
+    weights = draw(st.integers(0, 3).map(lambda i: "inline" if i == 0 else "inputs"))
     return DLRMConfig(
         m_spa=m_spa, ln_emb=ln_emb, ln_bot=ln_bot, ln_top=ln_top,
-        sigmoid_bot=_sigmoid_layer(draw, len(ln_bot) - 1),
-        sigmoid_top=_sigmoid_layer(draw, len(ln_top) - 1),
-        **knobs)
+        sigmoid_bot=sigmoid_bot, sigmoid_top=sigmoid_top, weights=weights, **knobs)
 
 
 def dlrm_configs(limits: ConfigLimits | None = None) -> st.SearchStrategy[DLRMConfig]:

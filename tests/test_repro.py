@@ -149,15 +149,22 @@ def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path) -> No
 
 
 @pytest.mark.pipeline
-def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path) -> None:
+@pytest.mark.parametrize("weights, target", [("inline", "iree-cpu"), ("inputs", "iree-cpu"),
+                                             ("inputs", "iree-cpu-dyn")])
+def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path, weights: str,
+                                                            target: str) -> None:
+    """The model form follows the case's weight form: with weights as program
+    inputs, the script passes them before each batch (weights.npz)."""
     signature = WEIGHTED.replace("op:aten.embedding_bag.padding_idx[per_sample_weights]",
                                  "features:weighted_pooling=fixed")
     # A sigmoid on top: a final ReLU could clip the wrong pooled value away.
-    entry = make_entry(tiny_sample(one_table(weighted_pooling="fixed", sigmoid_top=0)), signature, "iree-cpu",
-                       ("iree-cpu",), culprit="features:weighted_pooling=fixed")
+    config = one_table(weighted_pooling="fixed", sigmoid_top=0, weights=weights)
+    entry = make_entry(tiny_sample(config), signature, target, (target,),
+                       culprit="features:weighted_pooling=fixed")
     repro = write_repro(tmp_path, entry, timeout_s=300)
     assert repro.kind == "model"
     assert (tmp_path / "params.npz").exists()
+    assert (tmp_path / "weights.npz").exists() == (weights == "inputs")
     assert_reproduces(repro, tmp_path, signature)
 
 

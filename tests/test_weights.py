@@ -1,0 +1,70 @@
+"""Weights as program inputs (fuzz/weights.py): the wrapped model computes
+exactly what the model does (unit, eager), and through the real pipeline one
+program serves every weight seed and any table size (pipeline)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fuzz.execute import execute
+from fuzz.model import build, to_torch
+from fuzz.pipeline import Timer
+from fuzz.targets import TARGETS, CompiledTarget
+from fuzz.weights import WeightsAsInputs, export_form, state_arrays, state_names, \
+    weights_as_inputs
+from oracles import Verdict, judge
+from tests.helpers import tiny_config, tiny_sample, varied_sample
+
+
+@pytest.mark.parametrize("knobs", [{}, {"qr_flag": True, "qr_threshold": 5},
+                                   {"md_flag": True, "m_spa": (4, 2, 3), "md_threshold": 15},
+                                   {"weighted_pooling": "learned"}, {"dtype": "float16"}])
+def test_the_wrapped_model_computes_what_the_model_does(knobs: dict) -> None:
+    config = tiny_config(weights="inputs", **knobs)
+    model = build(config, 5)
+    args = to_torch(tiny_sample(config).batches[0].flat(), config)
+    wrapped = WeightsAsInputs(model)
+    state = [torch.from_numpy(a) for a in state_arrays(model)]
+    with torch.no_grad():
+        assert torch.equal(wrapped(state, args), model(*args))
+    assert all(torch.from_numpy(a).is_floating_point() for a in state_arrays(model))
+    other = [torch.from_numpy(a) for a in state_arrays(build(config, 6))]
+    with torch.no_grad():  # another seed's weights through the same module
+        assert torch.equal(wrapped(other, args), build(config, 6)(*args))
+
+
+@pytest.mark.parametrize("knobs", [{"dtype": "bfloat16"}, {"quantize_bits": 8},
+                                   {"quantize_mlp": "qint8"}])
+def test_weights_that_cannot_all_be_inputs_stay_inline(knobs: dict) -> None:
+    """Prepacked quantized tables are uint8 drawn from the seed, quantized MLPs
+    are not tensors, numpy has no bfloat16: a program with any of them would
+    still depend on the seed, so none of its weights become inputs."""
+    config = tiny_config(weights="inputs", **knobs)
+    assert not weights_as_inputs(config) and weights_as_inputs(tiny_config(weights="inputs"))
+    model = build(config, 0)
+    assert export_form(model, config, (), None)[0] is model
+    if "quantize_bits" in knobs:  # its floating state alone would not cover the tables
+        assert not any("emb" in name for name in state_names(model))
+
+
+@pytest.mark.pipeline
+def test_one_program_for_every_seed_and_any_table_size() -> None:
+    target = TARGETS["iree-cpu"]
+    assert isinstance(target, CompiledTarget)
+    sizes = {}
+    for weights in ("inline", "inputs"):
+        config = tiny_config(ln_emb=(10, 100_000, 30), weights=weights)
+        example = tiny_sample(config).batches[0].flat()
+        programs = [target.lowered(config, seed, example, Timer(), None) for seed in (1, 2)]
+        assert (programs[0] == programs[1]) == (weights == "inputs")
+        sizes[weights] = len(programs[0])
+    assert sizes["inputs"] < 20_000 < 1_000_000 < sizes["inline"], sizes
+    for seed in (1, 2):  # the same program, right for each seed's weights
+        sample = varied_sample(tiny_config(weights="inputs"), seed=seed)
+        for name in ("iree-cpu", "iree-cpu-dyn", "iree-torch"):
+            outcome = judge(execute(TARGETS[name], sample), execute(TARGETS["eager-f64"], sample),
+                            execute(TARGETS["eager"], sample))
+            assert outcome.verdict is Verdict.PASS, outcome
+    assert np.isfinite(sizes["inputs"])
