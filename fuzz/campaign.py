@@ -116,6 +116,8 @@ class CampaignReport:
     # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
     allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
     confirm_runs: int = 0  # partially scheduled samples re-run on every target
+    draws_checked: int = 0  # extra weight draws judged (no compile of their own)
+    draws_reseeded: int = 0  # failing draws re-run as samples of their own
     first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
     busy_s: float = 0.0  # seconds workers spent on jobs
     workers: int = 0
@@ -139,6 +141,7 @@ class CampaignReport:
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
                 "confirm_runs": self.confirm_runs, "busy_fraction": round(self.busy_fraction, 3),
+                "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s)}
 
     @property
@@ -479,6 +482,8 @@ class Campaign:
             while full.left:
                 self._take_answers()
             return self._triage(full, file=True)
+        if sample.draws:
+            self._check_draws(flight, reference, eager, results, outcomes)
         known_before = set(self.known)
         self.report.coverage.add(sample, outcomes)
         self._count(results, outcomes)
@@ -494,6 +499,27 @@ class Campaign:
             self.scheduler.record(sample, ordered, {name: f.bucket for f in findings
                                                     for name in f.targets}, known_before)
         return findings
+
+    def _check_draws(self, flight: _InFlight, reference: Any, eager: Any,
+                     results: dict[str, Any], outcomes: dict[str, Any]) -> None:
+        """Judge the extra weight draws each target ran on its one artifact;
+        the first draw that fails where the sample's own seed passed becomes a
+        sample of its own (re-seeded), checked and filed like any other."""
+        assert self.triage is not None
+        for seed in flight.sample.draws:
+            drawn = {name: dataclasses.replace(r, outputs=r.draws[seed], draws={})
+                     for name, r in results.items() if seed in r.draws}
+            if not drawn or seed not in reference.draws or seed not in eager.draws:
+                continue
+            self.report.draws_checked += 1
+            judged = self.triage.outcomes(
+                drawn, dataclasses.replace(reference, outputs=reference.draws[seed]),
+                dataclasses.replace(eager, outputs=eager.draws[seed]), flight.sample)
+            if any(o.verdict is not Verdict.PASS and outcomes[name].verdict is Verdict.PASS
+                   for name, o in judged.items() if name in outcomes):
+                self.report.draws_reseeded += 1
+                self._submit(flight.sample.reseeded(seed), self.targets, index=flight.index)
+                return
 
     def _count(self, results: dict[str, Any], outcomes: dict[str, Any]) -> None:
         """A sample's work into the report: compiles, stage seconds, verdicts."""

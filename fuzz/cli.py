@@ -407,6 +407,9 @@ def _summary(console: Console, report: CampaignReport) -> None:
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
     _row(head, "time in phases", phases or "-")
     _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
+    if report.draws_checked:
+        _row(head, "extra weight draws", f"{report.draws_checked} checked on their sample's "
+                                         f"artifact, {report.draws_reseeded} failed and re-run")
     _row(head, "workers busy", f"{report.busy_fraction:.0%} of {report.workers} x "
                                f"{report.elapsed_s:.0f}s")
     if report.allocation:

@@ -32,6 +32,7 @@ __all__ = [
     "POOLINGS",
     "INPUT_LAYOUTS",
     "WEIGHT_FORMS",
+    "weights_as_inputs",
 ]
 
 INTERACTION_OPS = ("dot", "cat")
@@ -370,3 +371,13 @@ class DLRMConfig:
         except json.JSONDecodeError as exc:
             raise InvalidConfig(f"config JSON is malformed: {exc}") from exc
         return cls.from_dict(data)
+
+
+def weights_as_inputs(config: DLRMConfig) -> bool:
+    """Does this config's program take its weights as inputs (``fuzz.weights``)?
+    Only when every seed-dependent tensor can be one: quantized tables
+    (prepacked uint8 drawn from the seed), dynamically quantized MLPs (not
+    tensors) and bfloat16 (numpy has none) keep all weights inline, so the
+    program is the same for every seed exactly when this is true."""
+    return config.weights == "inputs" and config.dtype != "bfloat16" \
+        and config.quantize_bits == 32 and config.quantize_mlp == "none"

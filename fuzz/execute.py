@@ -51,9 +51,33 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
                 continue
             result.outputs[b] = target.run(artifact, [*lead, *flat], timer)[0]
             result.stage_reached = Stage.RUN
+        _run_draws(target, sample, artifact, lead, result, timer)
     except StageFailure as failure:
         result.failure = _keep_failed_program(failure.failure, result)
     return result
+
+
+def _run_draws(target: Target, sample: Sample, artifact: object, lead: list[np.ndarray],
+               result: TargetResult, timer: Timer) -> None:
+    """Every extra weight draw through the artifact (its weights as inputs),
+    or through a fresh eager model (a reference: building one is cheap); a
+    compiled target with inline weights would need a compile per draw, so it
+    checks the sample's own seed only. A failing draw fails the job, like a
+    failing batch: the campaign re-runs that draw as a sample of its own."""
+    if not sample.draws or not (lead or not target.compiles_modules):
+        return
+    for seed in sample.draws:
+        if lead:
+            weights, model = target.leading_inputs(sample.config, seed, timer), artifact
+        else:
+            weights, model = [], target.compile(sample.config, seed, sample.batches[0].flat(),
+                                                timer, None)
+        outputs: list[np.ndarray | None] = []
+        for b, batch in enumerate(sample.batches):
+            checked = result.outputs[b] is not None
+            outputs.append(target.run(model, [*weights, *batch.flat()], timer)[0]
+                           if checked else None)
+        result.draws[seed] = outputs
 
 
 def _keep_failed_program(failure: Failure, result: TargetResult) -> Failure:

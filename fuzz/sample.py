@@ -149,11 +149,21 @@ class Batch:
 
 @dataclass(frozen=True, eq=False)
 class Sample:
-    """A config, the seed of its weights, and >= 1 input batches."""
+    """A config, the seed of its weights, and >= 1 input batches.
+
+    ``draws``: more weight seeds to check against the same compiled program
+    when the weights are program inputs (``fuzz.weights``): a run of the
+    artifact each, no compile. A draw that fails becomes a sample of its own
+    (``reseeded``), so a stored case always has exactly one seed."""
 
     config: DLRMConfig
     seed: int
     batches: tuple[Batch, ...]
+    draws: tuple[int, ...] = ()
+
+    def reseeded(self, seed: int) -> "Sample":
+        """The same config and batches with ``seed``'s weights and no draws."""
+        return Sample(self.config, seed, self.batches)
 
     def __post_init__(self) -> None:
         if not self.batches:

@@ -23,18 +23,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from fuzz.config import DLRMConfig
+from fuzz.config import DLRMConfig, weights_as_inputs
 
 __all__ = ["WeightsAsInputs", "weights_as_inputs", "state_names", "state_arrays",
            "export_form"]
-
-
-def weights_as_inputs(config: DLRMConfig) -> bool:
-    """Does this config's program take its weights as inputs? Only when every
-    seed-dependent tensor can be one (see the module docstring): the program
-    is then the same for every seed, and cached as such."""
-    return config.weights == "inputs" and config.dtype != "bfloat16" \
-        and config.quantize_bits == 32 and config.quantize_mlp == "none"
 
 
 def state_names(model: nn.Module) -> list[str]:

@@ -91,3 +91,5 @@ class TargetResult:
     timings: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     compiles: int = 0
+    # Extra weight seed -> an output per batch, from the same artifact.
+    draws: dict[int, list[np.ndarray | None]] = field(default_factory=dict)

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig
+from fuzz.config import DLRMConfig, weights_as_inputs
 from fuzz.sample import Sample
 from strategies.configs import SHAPE_CLASSES, dlrm_configs, shape_classes
 from strategies.inputs import MAX_BAG, batches, batches_like
@@ -30,7 +30,12 @@ def _samples(draw: Any, configs: st.SearchStrategy[DLRMConfig] | None, max_batch
     more = draw(st.lists(st.one_of(batches_like(config, first),
                                    batches(config, max_batch, max_bag)),
                          max_size=max_batches - 1))
-    return Sample(config=config, seed=seed, batches=(first, *more))
+    # With the weights as program inputs, more weight draws cost a run each
+    # against the same artifact, not a compile (fuzz/weights.py).
+    draws = draw(st.lists(st.integers(0, 2**32 - 1), max_size=2, unique=True)) \
+        if weights_as_inputs(config) else []
+    return Sample(config=config, seed=seed, batches=(first, *more),
+                  draws=tuple(d for d in draws if d != seed))
 
 
 def samples(configs: st.SearchStrategy[DLRMConfig] | None = None, *, max_batch: int = 8,

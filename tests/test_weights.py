@@ -68,3 +68,58 @@ def test_one_program_for_every_seed_and_any_table_size() -> None:
                             execute(TARGETS["eager"], sample))
             assert outcome.verdict is Verdict.PASS, outcome
     assert np.isfinite(sizes["inputs"])
+
+
+def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Draws are judged like batches; the first that fails where the
+    sample's own seed passed is queued, re-seeded, as a sample of its own."""
+    from fuzz.campaign import Campaign, CampaignOptions, _InFlight
+    from fuzz.triage import Triage
+    from oracles import Tolerance
+    from oracles.results import TargetResult
+
+    class _Pool:
+        slots, pending = 1, 0
+
+        def __init__(self) -> None:
+            self.jobs: list = []
+
+        def submit(self, job: object) -> int:
+            self.jobs.append(job)
+            return len(self.jobs)
+
+    campaign = Campaign(CampaignOptions(targets=("fake-ok",), corpus_dir=tmp_path / "c"))
+    pool = _Pool()
+    campaign.pool, campaign.triage = pool, Triage(pool, Tolerance())  # type: ignore[arg-type]
+    sample = tiny_sample(tiny_config(weights="inputs"))
+    sample = type(sample)(sample.config, sample.seed, sample.batches, draws=(7, 8, 9))
+    good, bad = np.ones((2, 1), np.float32), np.full((2, 1), 3.0, np.float32)
+
+    def result(name: str, draws: dict) -> TargetResult:
+        return TargetResult(target=name, outputs=[good], draws=draws)
+
+    reference = result("eager-f64", {7: [good], 8: [good], 9: [good]})
+    eager = result("eager", {7: [good], 8: [good], 9: [good]})
+    results = {"fake-ok": result("fake-ok", {7: [good], 8: [bad], 9: [bad]})}
+    outcomes = campaign.triage.outcomes(results, reference, eager, sample)
+    assert outcomes["fake-ok"].verdict is Verdict.PASS
+    flight = _InFlight(sample, [TARGETS["iree-cpu"]], 4, [])
+    campaign._check_draws(flight, reference, eager, results, outcomes)
+    assert campaign.report.draws_checked == 2 and campaign.report.draws_reseeded == 1
+    queued = {job[1].seed for job in pool.jobs}
+    assert queued == {8} and all(job[1].draws == () for job in pool.jobs)
+    assert campaign._flights[-1].index == 4  # filed under the sample's number
+
+
+@pytest.mark.pipeline
+def test_weight_draws_run_on_the_one_artifact() -> None:
+    sample = varied_sample(tiny_config(weights="inputs"))
+    sample = type(sample)(sample.config, sample.seed, sample.batches, draws=(101, 202))
+    results = {name: execute(TARGETS[name], sample) for name in ("eager-f64", "eager", "iree-cpu")}
+    got = results["iree-cpu"]
+    assert got.compiles == 1 and sorted(got.draws) == [101, 202]
+    for seed in (101, 202):
+        assert not np.array_equal(got.draws[seed][0], got.outputs[0])  # other weights, other answers
+        drawn = {name: type(r)(r.target, r.draws[seed]) for name, r in results.items()}
+        outcome = judge(drawn["iree-cpu"], drawn["eager-f64"], drawn["eager"])
+        assert outcome.verdict is Verdict.PASS, outcome
