@@ -73,4 +73,5 @@ def test_campaign_prints_and_records_coverage(tmp_path: Path) -> None:
     coverage = json.loads((tmp_path / "s.json").read_text())["coverage"]
     generated = sum(v["generated"] for k, v in coverage.items() if k.startswith("shape="))
     assert generated == 4
-    assert all(v["passed"] == v["generated"] for v in coverage.values())  # fake-ok passes all
+    assert all(v["passed"] <= v["ran"] <= v["generated"] for v in coverage.values())
+    assert any(v["passed"] for v in coverage.values())  # fake-ok is eager PyTorch
