@@ -25,11 +25,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from fuzz.targets import TARGETS, Target
 from fuzz.versions import tool_versions
 from fuzz.workers import ExecuteJob, HarnessError, Job, WorkerPool
+from oracles.results import TargetResult
 
 __all__ = ["RayPool", "RayUnavailable", "needs_gpu", "check_gpu_workers", "MAX_ATTEMPTS",
            "GRACE_S"]
@@ -37,6 +40,7 @@ __all__ = ["RayPool", "RayUnavailable", "needs_gpu", "check_gpu_workers", "MAX_A
 MAX_ATTEMPTS = 3  # actors a job may lose before it is a harness error
 GRACE_S = 60.0  # beyond the job's own time limit, before its actor is presumed lost
 _STARTUP_TIMEOUT_S = 300.0
+_SLICE_S = 0.25
 _INSTALL_HINT = "pip install 'dlrm-fuzz[ray]'"
 
 _log = logging.getLogger(__name__)
@@ -219,7 +223,10 @@ class RayPool:
         """Every actor started (imports done) before the first job, as ``WorkerPool`` does."""
         waiting = [a for a in self._actors if a.ready is not None]
         refs = [a.ready for a in waiting]
-        done, _ = self._ray.wait(refs, num_returns=len(refs), timeout=_STARTUP_TIMEOUT_S)
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        done: list[Any] = []
+        while len(done) < len(refs) and time.monotonic() < deadline:  # in slices, as in _collect
+            done, _ = _unwrapped(self._ray.wait, refs, num_returns=len(refs), timeout=_SLICE_S)
         if len(done) < len(refs):
             raise RayUnavailable(f"{len(refs) - len(done)} of {len(refs)} Ray workers did not "
                                  f"start within {_STARTUP_TIMEOUT_S:.0f}s at {self.address} "
@@ -344,9 +351,16 @@ class RayPool:
         wait_until = min([a.deadline for a in busy] + [time.monotonic() + 30.0])
         if until is not None:
             wait_until = min(wait_until, until)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, wait_until - time.monotonic()))
+        # In slices: a stop signal (Ctrl-C) is acted on between Ray calls, not
+        # inside one (ray.wait returns to Python only at its timeout).
+        while True:
+            left = wait_until - time.monotonic()
+            ready, _ = _unwrapped(ray.wait, refs, num_returns=1,
+                                  timeout=max(0.0, min(left, _SLICE_S)))
+            if ready or left <= _SLICE_S:
+                break
         if ready:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            ready, _ = _unwrapped(ray.wait, refs, num_returns=len(refs), timeout=0)
         finished = set(ready)
         done: list[tuple[int, Any]] = []
         for actor in starting:
@@ -382,9 +396,10 @@ class RayPool:
         assert ticket is not None and job is not None
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
-                ray.exceptions.LocalRayletDiedError, ray.exceptions.RaySystemError)
+                ray.exceptions.LocalRayletDiedError, ray.exceptions.RaySystemError,
+                ray.exceptions.OutOfMemoryError)  # Ray's memory monitor took the actor
         try:
-            kind, payload, seconds = ray.get(actor.ref)
+            kind, payload, seconds = _unwrapped(ray.get, actor.ref)
         except lost as exc:
             self._lost(actor, f"{type(exc).__name__}: {_first_line(exc)}")
             return None
@@ -395,7 +410,7 @@ class RayPool:
         actor.ticket = actor.job = actor.ref = None
         if kind == "harness-error":
             raise HarnessError(payload)
-        return ticket, payload
+        return ticket, _owned(payload)
 
     def _lost(self, actor: _Actor, why: str) -> None:
         """Its job goes back to the front of the queue for another actor; a
@@ -428,6 +443,28 @@ class RayPool:
                                    f"worker could start for {_STARTUP_TIMEOUT_S:.0f}s: the "
                                    f"cluster at {self.address} lost the nodes to run them "
                                    f"(`ray status`)")
+
+
+def _unwrapped(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call`` (a blocking Ray call), raising what a signal handler raised
+    during it (the campaign's ``Interrupted``) as itself: Ray hands it back
+    wrapped in a ``SystemError``, which would read as a crash of ours."""
+    try:
+        return call(*args, **kwargs)
+    except SystemError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if cause is None or isinstance(cause, Exception):
+            raise
+        raise cause.with_traceback(cause.__traceback__) from None
+
+
+def _owned(answer: Any) -> Any:
+    """A result's arrays in this process's own writable memory, as the local
+    pool gives them: Ray hands back read-only views of its object store."""
+    if isinstance(answer, TargetResult):
+        answer.outputs = [out if out is None or out.flags.writeable else np.array(out)
+                          for out in answer.outputs]
+    return answer
 
 
 def _probe(address: str, timeout_s: float = 5.0) -> None:

@@ -6,6 +6,7 @@ mistakes are one-line errors."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm-fuzz[ray]')")
 
+from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
 from fuzz.raypool import RayPool, RayUnavailable, needs_gpu  # noqa: E402
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
@@ -58,6 +60,7 @@ class TestLocalCluster:
         assert hang is not None and hang.timed_out and f"{TIMEOUT_S}s" in hang.message
         ok = results[0]
         assert ok.failure is None and all(o is not None and o.shape == (2, 1) for o in ok.outputs)
+        assert all(o is not None and o.flags.writeable for o in ok.outputs)  # own memory, as locally
         # Findings, not lost actors: each actor's own worker pool replaced its worker.
         assert pool.replaced == 0 and not pool.lost and pool.slots == 2
 
@@ -109,6 +112,24 @@ class TestLocalCluster:
         while pool.slots < 2 and time.monotonic() < deadline:
             pool.run([SlowJob(0, 7)])
         assert pool.slots == 2
+
+    def test_ctrl_c_stops_a_wait_at_once_and_the_pool_goes_on(self, pool: RayPool) -> None:
+        """The campaign's stop signal, raised while the pool waits on Ray,
+        comes out as itself within a moment (not wrapped by Ray, not at the
+        end of the wait); the pool then answers the job it was waiting for."""
+        hung = pool.submit((resolve_targets(["fake-hang"])[0], tiny_sample()))
+        previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        began = time.monotonic()
+        try:
+            with stop_signals(), pytest.raises(Interrupted):
+                signal.setitimer(signal.ITIMER_REAL, 0.5)
+                pool.completed()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert time.monotonic() - began < 2
+        ((ticket, result),) = pool.completed()
+        assert ticket == hung and result.failure is not None and result.failure.timed_out
 
     def test_a_gpu_target_without_gpu_workers_is_a_one_line_error(self, pool: RayPool) -> None:
         pending = pool.pending
