@@ -191,10 +191,15 @@ class RayPool:
                 _probe(self.address)
                 ray.init(address=self.address, **quiet)
         except Exception as exc:
+            # Port open, no connection: most often Ray 2.60's token authentication,
+            # which an explicit address does not switch on by itself.
+            token = "" if isinstance(exc, _Unreachable) or os.environ.get("RAY_AUTH_MODE") else (
+                "; if the cluster uses token authentication, set RAY_AUTH_MODE=token and copy "
+                "the head's ~/.ray/auth_token here")
             raise RayUnavailable(
                 f"address={self.address!r}: no Ray cluster reachable ({_first_line(exc)}); start "
                 f"one with `ray start --head` there and check it with `ray status --address "
-                f"HOST:6379`, or use --ray local") from None
+                f"HOST:6379`{token}; or use --ray local") from None
         finally:
             if threading.current_thread() is threading.main_thread() and sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
@@ -346,9 +351,11 @@ class RayPool:
         refs = [a.ref for a in busy] + [a.ready for a in starting]
         if not refs:
             return []
-        # Wake up for a lost actor's deadline and, while any is starting, now
-        # and then to see whether a starved kind has waited too long.
-        wait_until = min([a.deadline for a in busy] + [time.monotonic() + 30.0])
+        # Wake up for a lost actor's deadline, and when a starting actor has
+        # waited its start-up limit (``_check_starved`` then decides).
+        now = time.monotonic()
+        limits = [a.born + _STARTUP_TIMEOUT_S for a in starting]
+        wait_until = min([a.deadline for a in busy] + [t for t in limits if t > now] + [now + 30.0])
         if until is not None:
             wait_until = min(wait_until, until)
         # In slices: a stop signal (Ctrl-C) is acted on between Ray calls, not
@@ -467,6 +474,10 @@ def _owned(answer: Any) -> Any:
     return answer
 
 
+class _Unreachable(ConnectionError):
+    """Nobody listens at the address."""
+
+
 def _probe(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast on a HOST:PORT nobody listens on: ``ray.init`` would retry for
     minutes. ("auto" and ``ray://`` addresses are Ray's to resolve.)"""
@@ -476,7 +487,7 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise ConnectionError(f"cannot connect to {address}: {exc}") from None
+        raise _Unreachable(f"cannot connect to {address}: {exc}") from None
 
 
 def _first_line(exc: BaseException) -> str:

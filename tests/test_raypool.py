@@ -148,7 +148,7 @@ def test_an_unreachable_address_is_a_one_line_error() -> None:
     assert not ray.is_initialized()
     began = time.monotonic()
     with pytest.raises(RayUnavailable, match=r"address='127.0.0.1:1': no Ray cluster reachable "
-                       r"\(cannot connect to 127.0.0.1:1.*`ray start --head`") as caught:
+                       r"\(cannot connect to 127.0.0.1:1.*`ray start --head`.*HOST:6379`; or use --ray local") as caught:
         RayPool(1, address="127.0.0.1:1")
     assert "\n" not in str(caught.value) and time.monotonic() - began < 10
     assert not ray.is_initialized()
@@ -220,3 +220,45 @@ def test_a_node_removed_mid_run_loses_no_job() -> None:
         assert cluster.head_node.remaining_processes_alive()
     finally:
         cluster.shutdown()
+
+
+def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No node left to run the jobs on: no endless wait, but a harness error
+    saying so once the replacement actor has waited its start-up limit."""
+    from ray.cluster_utils import Cluster
+
+    from fuzz import raypool
+    from fuzz.workers import HarnessError
+
+    monkeypatch.setattr(raypool, "_STARTUP_TIMEOUT_S", 3.0)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        node = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        with RayPool(1, timeout_s=30, memory_mb=1024, preload=False,
+                     address=cluster.address) as pool:
+            tickets = [pool.submit(SlowJob(1.0, i)) for i in range(3)]
+            cluster.remove_node(node)
+            with pytest.raises(HarnessError, match=r"^[0-9] CPU jobs wait, and no Ray worker could "
+                               r"start for 3s: the cluster at .* lost the nodes to run them"):
+                while pool.pending:
+                    pool.completed()
+            assert pool.pending == len(tickets) and pool.replaced == 1
+    finally:
+        cluster.shutdown()
+
+
+def test_a_node_with_another_toolchain_is_refused() -> None:
+    from fuzz import raypool
+    from fuzz.versions import tool_versions
+
+    pool = RayPool.__new__(RayPool)  # just the check, no cluster
+    other = dict(tool_versions(), **{"iree-base-compiler": "3.12.0"})
+    actor = raypool._Actor(handle=None, gpu=False, ready=object(), born=0.0)
+    with pytest.raises(RayUnavailable, match=r"^Ray node gpu-7 has another toolchain \(iree-base-"
+                       r"compiler 3.12.0 there, .* here\): every node needs the same dlrm-fuzz "
+                       r"install$"):
+        pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": other})
+    pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": tool_versions()})
+    assert actor.ready is None and actor.where == "gpu-7:1"
