@@ -34,7 +34,7 @@ from fuzz.versions import tool_versions
 from fuzz.workers import ExecuteJob, HarnessError, Job, WorkerPool
 from oracles.results import TargetResult
 
-__all__ = ["RayPool", "RayUnavailable", "needs_gpu", "check_gpu_workers", "MAX_ATTEMPTS",
+__all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "check_gpu_workers", "MAX_ATTEMPTS",
            "GRACE_S"]
 
 MAX_ATTEMPTS = 3  # actors a job may lose before it is a harness error
@@ -48,6 +48,12 @@ _log = logging.getLogger(__name__)
 
 class RayUnavailable(RuntimeError):
     """Ray is missing, its cluster unreachable or too small for the pool asked for."""
+
+
+class ClusterLost(HarnessError):
+    """The cluster lost what a job needs: the job lost ``MAX_ATTEMPTS`` actors,
+    or no node is left to start one on. Not a finding, and not a bug of
+    dlrm-fuzz either (a ``HarnessError`` so that it stops a campaign the same way)."""
 
 
 def needs_gpu(target: Target) -> bool:
@@ -392,7 +398,7 @@ class RayPool:
             self._actors.remove(actor)
             self._failed_starts += 1
             if self._failed_starts > MAX_ATTEMPTS:
-                raise HarnessError(f"Ray workers keep failing to start ({self._failed_starts} in "
+                raise ClusterLost(f"Ray workers keep failing to start ({self._failed_starts} in "
                                    f"a row): {_first_line(exc)}") from exc
             _log.warning("a Ray worker failed to start (%s); starting another", _first_line(exc))
             self._start(actor.gpu)
@@ -430,12 +436,12 @@ class RayPool:
         attempts = actor.attempts + 1
         message = f"Ray worker {actor.where} lost while running {job.target_name} ({why})"
         self.lost.append(message)
-        if attempts >= MAX_ATTEMPTS:
-            raise HarnessError(f"{message}; the job lost {attempts} workers, giving up on it")
-        _log.warning("%s; running the job again elsewhere (attempt %d)", message, attempts + 1)
-        self._queues[actor.gpu].appendleft((ticket, job, attempts))
         self.replaced += 1
         self._start(actor.gpu)
+        if attempts >= MAX_ATTEMPTS:
+            raise ClusterLost(f"{message}; the job lost {attempts} workers, giving up on it")
+        _log.warning("%s; running the job again elsewhere (attempt %d)", message, attempts + 1)
+        self._queues[actor.gpu].appendleft((ticket, job, attempts))
 
     def _check_starved(self) -> None:
         """Jobs of a kind with no started actor, whose replacements have not
@@ -446,7 +452,7 @@ class RayPool:
             if not queue or any(a.ready is None for a in kind):
                 continue
             if not kind or all(now - a.born > _STARTUP_TIMEOUT_S for a in kind):
-                raise HarnessError(f"{len(queue)} {'GPU' if gpu else 'CPU'} jobs wait, and no Ray "
+                raise ClusterLost(f"{len(queue)} {'GPU' if gpu else 'CPU'} jobs wait, and no Ray "
                                    f"worker could start for {_STARTUP_TIMEOUT_S:.0f}s: the "
                                    f"cluster at {self.address} lost the nodes to run them "
                                    f"(`ray status`)")

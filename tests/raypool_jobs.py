@@ -58,3 +58,16 @@ class LosesItsActorOnce:
             os.kill(os.getppid(), self.signum)
             time.sleep(1.0)
         return execute(self.target, self.sample, on_stage, cache)
+
+
+@dataclass(frozen=True)
+class KillsItsActor:
+    """Kills the Ray actor that runs it, every time: a job no node survives."""
+
+    @property
+    def target_name(self) -> str:
+        return "fake-node-killer"
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(5)

@@ -18,11 +18,11 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm-fuzz[ray]')")
 
 from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
-from fuzz.raypool import RayPool, RayUnavailable, needs_gpu  # noqa: E402
+from fuzz.raypool import MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable, needs_gpu  # noqa: E402
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import tiny_sample  # noqa: E402
-from tests.raypool_jobs import LosesItsActorOnce, SlowJob  # noqa: E402
+from tests.raypool_jobs import KillsItsActor, LosesItsActorOnce, SlowJob  # noqa: E402
 
 TIMEOUT_S = 5
 
@@ -112,6 +112,14 @@ class TestLocalCluster:
         while pool.slots < 2 and time.monotonic() < deadline:
             pool.run([SlowJob(0, 7)])
         assert pool.slots == 2
+
+    def test_a_job_that_kills_every_actor_it_meets_is_given_up(self, pool: RayPool) -> None:
+        replaced = pool.replaced
+        with pytest.raises(ClusterLost, match=f"while running fake-node-killer .*; the job lost "
+                           f"{MAX_ATTEMPTS} workers, giving up on it"):
+            pool.run([KillsItsActor()])
+        assert pool.replaced == replaced + MAX_ATTEMPTS and pool.pending == 0
+        assert pool.run([SlowJob(0, 1), SlowJob(0, 2)]) == [1, 2]  # new actors took over
 
     def test_ctrl_c_stops_a_wait_at_once_and_the_pool_goes_on(self, pool: RayPool) -> None:
         """The campaign's stop signal, raised while the pool waits on Ray,
@@ -229,7 +237,6 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
     from ray.cluster_utils import Cluster
 
     from fuzz import raypool
-    from fuzz.workers import HarnessError
 
     monkeypatch.setattr(raypool, "_STARTUP_TIMEOUT_S", 3.0)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
@@ -240,7 +247,7 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
                      address=cluster.address) as pool:
             tickets = [pool.submit(SlowJob(1.0, i)) for i in range(3)]
             cluster.remove_node(node)
-            with pytest.raises(HarnessError, match=r"^[0-9] CPU jobs wait, and no Ray worker could "
+            with pytest.raises(ClusterLost, match=r"^[0-9] CPU jobs wait, and no Ray worker could "
                                r"start for 3s: the cluster at .* lost the nodes to run them"):
                 while pool.pending:
                     pool.completed()
