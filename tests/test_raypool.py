@@ -1,8 +1,10 @@
 """The Ray pool on a real local Ray cluster: FAKE targets misbehave exactly as
 in test_workers and give the same verdicts; an actor lost mid-job (killed,
 stopped, or its whole node removed from a two-node cluster) loses no job:
-each is answered with its real result by another actor; configuration
-mistakes are one-line errors."""
+each is answered with its real result by another actor, and a job no actor
+survives, or a cluster with no node left, stops the run with a one-line
+error; Ctrl-C gets through a wait on Ray at once; configuration mistakes are
+one-line errors. Every cluster here is small (1-2 CPUs) and shut down."""
 
 from __future__ import annotations
 
