@@ -69,6 +69,9 @@ class CampaignOptions:
     schedule: bool = True
     # Finish each sample before the next starts (the old engine; for benchmarks).
     barrier: bool = False
+    # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
+    ray: str | None = None
+    ray_gpu_workers: int = 0
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,16 @@ class Campaign:
         self.options = options
         self.table = options.table if options.table is not None else TARGETS
         names = options.targets if options.targets is not None else available_targets(self.table)
-        self.targets = resolve_targets(names, self.table, check_available=True)
+        if options.ray is not None:
+            # GPU targets run on the cluster's GPU actors, not on this machine.
+            from fuzz.raypool import check_gpu_workers, needs_gpu
+
+            self.targets = resolve_targets(names, self.table)
+            check_gpu_workers(self.targets, options.ray_gpu_workers)
+            resolve_targets([t.name for t in self.targets if not needs_gpu(t)], self.table,
+                            check_available=True)
+        else:
+            self.targets = resolve_targets(names, self.table, check_available=True)
         self.references = resolve_targets([REFERENCE, EAGER])
         self.report = CampaignReport(targets=[t.name for t in self.targets])
         stored, _ = corpus.load(options.corpus_dir)
@@ -208,7 +220,7 @@ class Campaign:
         self._on_phase = on_phase
         self._on_progress = on_progress
         self._started = time.monotonic()
-        self.pool: WorkerPool | None = None
+        self.pool: Any = None  # a WorkerPool, or a RayPool with --ray
         self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
         # Samples in flight: each job's ticket -> (its sample, its position);
@@ -225,8 +237,7 @@ class Campaign:
             self._on_start(self.targets)
         with stop_signals():
             try:
-                with WorkerPool(options.workers, options.timeout_s, options.memory_mb,
-                                cache_dir=options.cache_dir, cache_mb=options.cache_mb) as pool:
+                with self._pool() as pool:
                     self.pool = pool
                     self.triage = Triage(pool, options.tolerance)
                     # Worker start-up (imports) is not fuzzing time.
@@ -250,6 +261,18 @@ class Campaign:
                 self.report.interrupted = stop.signum
         self.report.elapsed_s = time.monotonic() - start
         return self.report
+
+    def _pool(self) -> Any:
+        """The worker pool: local processes, or Ray actors with ``--ray``."""
+        options = self.options
+        if options.ray is None:
+            return WorkerPool(options.workers, options.timeout_s, options.memory_mb,
+                              cache_dir=options.cache_dir, cache_mb=options.cache_mb)
+        from fuzz.raypool import RayPool
+
+        return RayPool(options.workers, options.timeout_s, options.memory_mb,
+                       cache_dir=options.cache_dir, cache_mb=options.cache_mb,
+                       address=options.ray, gpu_workers=options.ray_gpu_workers)
 
     def _phase(self, name: str, body: Callable[[], None]) -> None:
         if self._on_phase is not None:
@@ -311,9 +334,7 @@ class Campaign:
         once, and ``repeat - 1`` more times when ``again(first run)`` says so
         (a case that seems fixed is re-run before anyone calls it fixed)."""
         runs: list[list[ReplayRecord]] = []
-        with stop_signals(), WorkerPool(self.options.workers, self.options.timeout_s,
-                                        self.options.memory_mb, cache_dir=self.options.cache_dir,
-                                        cache_mb=self.options.cache_mb) as pool:
+        with stop_signals(), self._pool() as pool:
             self.pool = pool
             self.triage = Triage(pool, self.options.tolerance)
             for entry in entries:
@@ -331,9 +352,7 @@ class Campaign:
         """Run given samples on every target and triage them, filing nothing
         (``dlrm-fuzz matrix``): the same buckets a campaign would give them."""
         found: list[list[Finding]] = []
-        with stop_signals(), WorkerPool(self.options.workers, self.options.timeout_s,
-                                        self.options.memory_mb, cache_dir=self.options.cache_dir,
-                                        cache_mb=self.options.cache_mb) as pool:
+        with stop_signals(), self._pool() as pool:
             self.pool = pool
             self.triage = Triage(pool, self.options.tolerance)
             for i, sample in enumerate(samples):

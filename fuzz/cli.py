@@ -28,6 +28,7 @@ from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
 from fuzz.coverage import COLUMNS
 from fuzz.progress import CampaignProgress
+from fuzz.raypool import ClusterLost, RayUnavailable
 from fuzz.interrupt import EXIT_STATUS
 from fuzz.bisect import BisectError
 from fuzz.bump import BumpError
@@ -110,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
                      help="shrinking time per new bucket (default 60s; the shrink phase "
                           "takes at most a third of --budget)")
+    run.add_argument("--ray", default=None, metavar="ADDRESS",
+                     help="run the workers as Ray actors: 'local' (a cluster of this process), "
+                          "'auto' (the one `ray start` made) or HOST:PORT; needs "
+                          "pip install 'dlrm-fuzz[ray]'")
+    run.add_argument("--ray-gpu-workers", type=_seed, default=0, metavar="N",
+                     help="with --ray: N more actors reserving one GPU each, for GPU targets")
     run.add_argument("--no-schedule", action="store_true",
                      help="send every sample to every target (default: fewer samples to "
                           "targets that keep landing in the same known buckets)")
@@ -196,9 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return bisect_command(console, err, args)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError, ToolchainError,
-            BumpError, BisectError) as exc:
+            BumpError, BisectError, RayUnavailable) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
+    except ClusterLost as exc:  # the cluster failed, not the toolchain and not dlrm-fuzz
+        err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
+        return EXIT_HARNESS
     except HarnessError as exc:
         err.print(f"dlrm-fuzz: internal error (a bug in dlrm-fuzz, please report): {exc}",
                   markup=False, soft_wrap=True)
@@ -359,7 +369,8 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,
                               shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
-                              report=not args.no_report, schedule=not args.no_schedule)
+                              report=not args.no_report, schedule=not args.no_schedule,
+                              ray=args.ray, ray_gpu_workers=args.ray_gpu_workers)
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "

@@ -31,7 +31,7 @@ import numpy as np
 
 from fuzz.targets import TARGETS, Target
 from fuzz.versions import tool_versions
-from fuzz.workers import ExecuteJob, HarnessError, Job, WorkerPool
+from fuzz.workers import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
 from oracles.results import TargetResult
 
 __all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "check_gpu_workers", "MAX_ATTEMPTS",
@@ -139,7 +139,7 @@ class _Actor:
     deadline: float = 0.0
 
 
-class RayPool:
+class RayPool(AnswerQueue):
     """``size`` CPU actors (``num_cpus=1`` each) and ``gpu_workers`` GPU actors
     (``num_cpus=1, num_gpus=1``) on the Ray cluster at ``address``: "auto" (the
     one ``ray start`` made on this machine), "HOST:PORT", or "local" (a
@@ -164,6 +164,7 @@ class RayPool:
         self.busy_s = 0.0
         self.lost: list[str] = []  # why each lost actor was lost, for the log and the report
         self._tickets = 0
+        self._ready: list[tuple[int, Any]] = []
         self._queues: dict[bool, collections.deque[tuple[int, Job, int]]] = {
             False: collections.deque(), True: collections.deque()}
         self._actors: list[_Actor] = []
@@ -192,7 +193,8 @@ class RayPool:
         sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if self.address == "local":
-                ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+                # "local": always a new cluster, never one another process started.
+                ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
             else:
                 _probe(self.address)
                 ray.init(address=self.address, **quiet)
@@ -301,7 +303,8 @@ class RayPool:
     @property
     def pending(self) -> int:
         """Jobs submitted and not yet answered (queued, running or resubmitted)."""
-        return sum(map(len, self._queues.values())) + sum(a.ticket is not None for a in self._actors)
+        return sum(map(len, self._queues.values())) + len(self._ready) \
+            + sum(a.ticket is not None for a in self._actors)
 
     def submit(self, job: Job | tuple[Target, Any]) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
@@ -317,10 +320,9 @@ class RayPool:
         self._dispatch()
         return self._tickets
 
-    def completed(self, timeout: float | None = None) -> list[tuple[int, Any]]:
-        """Answers of finished jobs as (ticket, answer): waits until at least
-        one job finishes (or ``timeout`` seconds pass). A job whose actor was
-        lost is run again elsewhere and answered later, never dropped."""
+    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
+        """A job whose actor was lost is run again elsewhere and answered
+        later, never dropped."""
         if not self.pending:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -330,15 +332,6 @@ class RayPool:
             self._dispatch()
             if done or (deadline is not None and time.monotonic() >= deadline):
                 return done
-
-    def run(self, jobs: Sequence[Job | tuple[Target, Any]]) -> list[Any]:
-        """Run ``jobs`` concurrently; one answer per job, in order."""
-        tickets = [self.submit(job) for job in jobs]
-        wanted = set(tickets)
-        answers: dict[int, Any] = {}
-        while wanted - answers.keys():
-            answers.update((t, a) for t, a in self.completed() if t in wanted)
-        return [answers[t] for t in tickets]
 
     def _dispatch(self) -> None:
         for actor in self._actors:
@@ -421,8 +414,8 @@ class RayPool:
                                f"{_first_line(exc)}") from exc
         self.busy_s += seconds
         actor.ticket = actor.job = actor.ref = None
-        if kind == "harness-error":
-            raise HarnessError(payload)
+        if kind == "harness-error":  # the actor lives on; the answer says what broke
+            return ticket, HarnessFault(job.target_name, str(payload))
         return ticket, _owned(payload)
 
     def _lost(self, actor: _Actor, why: str) -> None:

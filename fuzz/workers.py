@@ -30,7 +30,7 @@ from fuzz.sample import Sample
 from fuzz.targets import Target
 from oracles.results import Failure, Stage, TargetResult
 
-__all__ = ["WorkerPool", "HarnessError", "HarnessFault", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
+__all__ = ["WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
 
 STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
@@ -136,6 +136,49 @@ def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
         conn.send(("result", job_id, result))
 
 
+class AnswerQueue:
+    """``run`` on top of ``submit`` / ``completed``, shared by the local and
+    the Ray pool: a caller waiting in ``run`` (localization in the middle of
+    a campaign) keeps the answers of jobs others submitted for ``completed``,
+    and a bug of ours (a ``HarnessFault`` answer) is raised to it."""
+
+    _ready: list[tuple[int, Any]]
+
+    def submit(self, job: Any) -> int:
+        raise NotImplementedError
+
+    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
+        raise NotImplementedError
+
+    def completed(self, timeout: float | None = None) -> list[tuple[int, Any]]:
+        """Answers of finished jobs as (ticket, answer): waits until at least
+        one job finishes (or ``timeout`` seconds pass)."""
+        if self._ready:  # answers that came in while run() waited for its own
+            ready, self._ready = self._ready, []
+            return ready
+        return self._completed(timeout)
+
+    def run(self, jobs: Sequence[Any]) -> list[Any]:
+        """Run ``jobs`` concurrently; one answer per job, in order. A job whose
+        worker dies or hangs answers a ``TargetResult`` carrying the CRASH /
+        TIMEOUT failure."""
+        tickets = [self.submit(job) for job in jobs]
+        wanted = set(tickets)
+        answers: dict[int, Any] = {}
+        others: list[tuple[int, Any]] = []  # other callers' jobs: kept for completed()
+        while wanted - answers.keys():
+            for ticket, answer in self.completed():
+                if ticket in wanted:
+                    answers[ticket] = answer
+                else:
+                    others.append((ticket, answer))
+        self._ready.extend(others)
+        for answer in answers.values():
+            if isinstance(answer, HarnessFault):
+                raise HarnessError(str(answer))
+        return [answers[t] for t in tickets]
+
+
 @dataclass
 class _Worker:
     process: Any
@@ -148,7 +191,7 @@ class _Worker:
     deadline: float = 0.0
 
 
-class WorkerPool:
+class WorkerPool(AnswerQueue):
     """``size`` spawned workers. ``submit`` / ``completed`` keep them busy
     without a barrier (a caller feeds the next job as soon as one finishes);
     ``run(jobs)`` executes a list and returns one answer per job, in order."""
@@ -257,13 +300,10 @@ class WorkerPool:
         self._dispatch()
         return self._tickets
 
-    def completed(self, timeout: float | None = None) -> list[tuple[int, Any]]:
-        """Answers of finished jobs as (ticket, answer): waits until at least
-        one job finishes (or ``timeout`` seconds pass), then starts queued jobs
-        on the freed workers at once, so no worker waits for the caller."""
-        if self._ready:  # answers that came in while run() waited for its own
-            ready, self._ready = self._ready, []
-            return ready
+    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
+        """Waits until at least one job finishes (or ``timeout`` seconds pass),
+        then starts queued jobs on the freed workers at once, so no worker
+        waits for the caller."""
         if not self.pending:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -273,26 +313,6 @@ class WorkerPool:
             self._dispatch()
             if done or (deadline is not None and time.monotonic() >= deadline):
                 return done
-
-    def run(self, jobs: Sequence[Job | tuple[Target, Sample]]) -> list[Any]:
-        """Run ``jobs`` concurrently; one answer per job, in order. A job whose
-        worker dies or hangs answers a ``TargetResult`` carrying the CRASH /
-        TIMEOUT failure."""
-        tickets = [self.submit(job) for job in jobs]
-        wanted = set(tickets)
-        answers: dict[int, Any] = {}
-        others: list[tuple[int, Any]] = []  # other callers' jobs: kept for completed()
-        while wanted - answers.keys():
-            for ticket, answer in self.completed():
-                if ticket in wanted:
-                    answers[ticket] = answer
-                else:
-                    others.append((ticket, answer))
-        self._ready.extend(others)
-        for answer in answers.values():
-            if isinstance(answer, HarnessFault):
-                raise HarnessError(str(answer))
-        return [answers[t] for t in tickets]
 
     def _dispatch(self) -> None:
         for worker in self._workers:
