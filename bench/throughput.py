@@ -14,6 +14,10 @@
    engine): median and max per bucket.
 6. Busy fraction of today's engine: job seconds / (wall seconds x workers).
    Aim: >= 0.9.
+7. Seconds from model to compiled module (export + import + iree-cpu
+   compile) for a 10-row vs a 10^6-row table, weights inline vs as inputs.
+   Aim: ratio <= 1.3 with weights as inputs.
+(Ray's overhead against the local pool: python bench/ray_overhead.py.)
 
 Usage: python bench/throughput.py [--seconds 60] [--samples 4] [--targets a,b]
        [--campaign 180] [--skip 1,2,3]
@@ -130,6 +134,36 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
         print(f"   {name}: allocation {summary['allocation']}")
 
 
+def table_size_compile_seconds() -> None:
+    from fuzz.pipeline import Timer
+    from fuzz.config import DLRMConfig
+    from fuzz.targets import TARGETS, CompiledTarget
+    from fuzz.sample import Batch
+
+    target = TARGETS["iree-cpu"]
+    assert isinstance(target, CompiledTarget)
+    seconds: dict[tuple[str, int], float] = {}
+    stages: dict[tuple[str, int], dict[str, float]] = {}
+    batch = Batch(np.ones((2, 4), np.float32), (np.array([0, 1]),) * 2, (np.array([0, 9]),) * 2)
+    for repeat in range(3):  # the first round warms torch.export and the imports up
+        for weights in ("inline", "inputs"):
+            for rows in (10, 10**6):
+                config = DLRMConfig(m_spa=16, ln_emb=(rows, 10), ln_bot=(4, 16), ln_top=(19, 1),
+                                    weights=weights)
+                timer = Timer()
+                start = time.perf_counter()
+                target.compile(config, 0, batch.flat(), timer, None)
+                took = time.perf_counter() - start
+                if repeat and took < seconds.get((weights, rows), float("inf")):
+                    seconds[(weights, rows)], stages[(weights, rows)] = took, dict(timer.seconds)
+    for weights in ("inline", "inputs"):
+        small, big = seconds[(weights, 10)], seconds[(weights, 10**6)]
+        split = ", ".join(f"{k} {v:.2f}s" for k, v in stages[(weights, 10**6)].items())
+        print(f"7. weights {weights:6s}: 10-row table {small:.2f}s, 10^6-row table {big:.2f}s "
+              f"(x16 wide; {split}): ratio {big / small:.2f}"
+              + ("; aim <= 1.3" if weights == "inputs" else ""))
+
+
 def worker_startup_seconds() -> float:
     from fuzz.workers import WorkerPool
 
@@ -150,6 +184,8 @@ def main() -> None:
     args = parser.parse_args()
     targets = tuple(args.targets.split(",")) if args.targets else None
     skip = set(args.skip.split(",")) - {""}
+    if "7" not in skip:
+        table_size_compile_seconds()
     if "4" not in skip:
         engines(args.campaign, targets)
     if {"1", "2", "3"} <= skip:
