@@ -189,6 +189,35 @@ class TestClusterOfThisProcess:
             RayPool(1, gpu_workers=1, preload=False)
         assert ray.is_initialized()
 
+    def test_a_campaign_runs_unchanged_on_a_ray_pool(self, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """The campaign's own phases (replay, generate, triage, report) with its
+        pool swapped for a RayPool: the outcomes and buckets test_campaign's
+        local run gets, the corpus written here."""
+        from fuzz import campaign, corpus
+
+        pools: list[RayPool] = []
+
+        def ray_pool(size: int, timeout_s: float, memory_mb: int | None,
+                     **kwargs: object) -> RayPool:
+            pools.append(RayPool(size, timeout_s, memory_mb, preload=False,
+                                 **kwargs))  # type: ignore[arg-type]
+            return pools[-1]
+
+        monkeypatch.setattr(campaign, "WorkerPool", ray_pool)
+        options = campaign.CampaignOptions(budget_s=300, seed=1, corpus_dir=tmp_path / "corpus",
+                                           targets=("fake-segfault", "fake-ok", "fake-raise"),
+                                           workers=1, timeout_s=12, memory_mb=2048,
+                                           max_samples=2, shrink=False)
+        report = campaign.run_campaign(options)
+        assert len(pools) == 1 and ray.is_initialized()
+        assert report.samples == 2
+        assert report.outcomes[("fake-ok", "PASS")] == 2
+        assert report.outcomes[("fake-segfault", "CRASH")] == 2
+        assert report.outcomes[("fake-raise", "COMPILE_ERROR")] == 2
+        entries, junk = corpus.load(tmp_path / "corpus")
+        assert junk == [] and sorted(e.target for e in entries) == ["fake-raise", "fake-segfault"]
+
     @pytest.mark.pipeline
     def test_a_real_sample_passes_on_iree_cpu_through_ray(self) -> None:
         """The real toolchain in a Ray actor (default memory cap: IREE's compiler
@@ -271,3 +300,4 @@ def test_a_node_with_another_toolchain_is_refused() -> None:
         pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": other})
     pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": tool_versions()})
     assert actor.ready is None and actor.where == "gpu-7:1"
+
