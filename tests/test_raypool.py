@@ -20,11 +20,13 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm-fuzz[ray]')")
 
 from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
-from fuzz.raypool import MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable, needs_gpu  # noqa: E402
+from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
+                          needs_gpu, runs_here)
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import tiny_sample  # noqa: E402
-from tests.raypool_jobs import KillsItsActor, LosesItsActorOnce, SlowJob  # noqa: E402
+from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
+                                WhereAmI)
 
 TIMEOUT_S = 5
 
@@ -141,6 +143,19 @@ class TestLocalCluster:
         ((ticket, result),) = pool.completed()
         assert ticket == hung and result.failure is not None and result.failure.timed_out
 
+    def test_jobs_on_this_machines_files_run_here(self, pool: RayPool) -> None:
+        """A job that writes the corpus (a bug report) runs on the coordinator,
+        the others on the actors, all answered through the same tickets."""
+        from fuzz.bugreport import BugReportJob
+
+        assert runs_here(BugReportJob("corpus/x")) and not runs_here(WhereAmI())
+        ran_here = pool.ran_here
+        answers = pool.run([WhereAmI(), WhereAmI(runs_here=True), WhereAmI(),
+                            WhereAmI(runs_here=True)])
+        assert answers[1] == answers[3] == os.getpid()
+        assert os.getpid() not in (answers[0], answers[2])
+        assert pool.ran_here == ran_here + 2 and pool.pending == 0
+
     def test_a_gpu_target_without_gpu_workers_is_a_one_line_error(self, pool: RayPool) -> None:
         pending = pool.pending
         with pytest.raises(RayUnavailable, match="target='iree-cuda' needs a GPU but "
@@ -211,6 +226,7 @@ class TestClusterOfThisProcess:
                                            max_samples=2, shrink=False)
         report = campaign.run_campaign(options)
         assert len(pools) == 1 and ray.is_initialized()
+        assert pools[0].ran_here == 2  # the two new buckets' report jobs ran here
         assert report.samples == 2
         assert report.outcomes[("fake-ok", "PASS")] == 2
         assert report.outcomes[("fake-segfault", "CRASH")] == 2
