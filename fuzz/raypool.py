@@ -9,7 +9,8 @@ An actor that dies (its node lost, its process killed, no answer long after
 the job's own time limit) is no finding: its job goes to another actor, up to
 ``MAX_ATTEMPTS`` times, and the actor is replaced when the cluster has room;
 the run goes on with the actors left. Jobs whose target needs a GPU run on
-actors that reserve one (``gpu_workers``). Ray is imported lazily: the base
+actors that reserve one (``gpu_workers``); jobs that write the corpus run
+here, in a local worker (``runs_here``). Ray is imported lazily: the base
 install has none (``pip install 'dlrm-fuzz[ray]'``).
 """
 
