@@ -20,6 +20,7 @@ import collections
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import threading
@@ -264,7 +265,7 @@ class RayPool:
                 self._greet(actor, self._ray.get(actor.ready))
             except self._ray.exceptions.RayError as exc:
                 raise HarnessError(f"a Ray worker failed to start at {self.address}: "
-                                   f"{_first_line(exc)}") from exc
+                                   f"{_last_line(exc)}") from exc
 
     def _greet(self, actor: _Actor, hello: dict[str, Any]) -> None:
         here = tool_versions()
@@ -443,8 +444,8 @@ class RayPool:
             self._failed_starts += 1
             if self._failed_starts > MAX_ATTEMPTS:
                 raise ClusterLost(f"Ray workers keep failing to start ({self._failed_starts} in "
-                                   f"a row): {_first_line(exc)}") from exc
-            _log.warning("a Ray worker failed to start (%s); starting another", _first_line(exc))
+                                   f"a row): {_last_line(exc)}") from exc
+            _log.warning("a Ray worker failed to start (%s); starting another", _last_line(exc))
             self._start(actor.gpu)
 
     def _answer(self, actor: _Actor) -> tuple[int, Any] | None:
@@ -538,6 +539,13 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise _Unreachable(f"cannot connect to {address}: {exc}") from None
+
+
+def _last_line(exc: BaseException) -> str:
+    """The innermost error of a Ray error that carries a remote traceback
+    (an actor's failed start): its last line, without terminal colours."""
+    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
 from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
                           needs_gpu, runs_here)
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
+from fuzz.workers import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import tiny_sample  # noqa: E402
 from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
@@ -202,6 +203,12 @@ class TestClusterOfThisProcess:
         with pytest.raises(RayUnavailable, match=r"gpu_workers=1: the Ray cluster at auto has 0 "
                            r"GPUs; join GPU nodes with `ray start --address=HEAD:6379 --num-gpus N`"):
             RayPool(1, gpu_workers=1, preload=False)
+        assert ray.is_initialized()
+
+    def test_an_actor_that_cannot_start_says_why(self) -> None:
+        with pytest.raises(HarnessError, match=r"^a Ray worker failed to start at auto: "
+                           r"FileNotFoundError: .* '/proc/nope'$"):
+            RayPool(1, preload=False, cache_dir=Path("/proc/nope/cache"))
         assert ray.is_initialized()
 
     def test_a_campaign_runs_unchanged_on_a_ray_pool(self, tmp_path: Path,
