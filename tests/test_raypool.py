@@ -32,6 +32,20 @@ from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # no
 TIMEOUT_S = 5
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_token() -> Iterator[None]:
+    """Test clusters without Ray's token authentication: their first start
+    would otherwise create ~/.ray/auth_token, which turns authentication on
+    for any later `ray start --head` on the machine."""
+    before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    yield
+    if before is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = before
+
+
 def _verdicts(results: list) -> list[Verdict]:
     return [classify(r.failure)[0] if r.failure else Verdict.PASS for r in results]
 
