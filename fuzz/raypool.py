@@ -9,7 +9,8 @@ An actor that dies (its node lost, its process killed, no answer long after
 the job's own time limit) is no finding: its job goes to another actor, up to
 ``MAX_ATTEMPTS`` times, and the actor is replaced when the cluster has room;
 the run goes on with the actors left. Jobs whose target needs a GPU run on
-actors that reserve one (``gpu_workers``). Ray is imported lazily: the base
+actors that reserve one (``gpu_workers``); jobs that write the corpus run
+here, in a local worker (``runs_here``). Ray is imported lazily: the base
 install has none (``pip install 'dlrm-fuzz[ray]'``).
 """
 
@@ -19,6 +20,7 @@ import collections
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import threading
@@ -34,7 +36,7 @@ from fuzz.versions import tool_versions
 from fuzz.workers import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
 from oracles.results import TargetResult
 
-__all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "check_gpu_workers", "MAX_ATTEMPTS",
+__all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "runs_here", "check_gpu_workers", "MAX_ATTEMPTS",
            "GRACE_S"]
 
 MAX_ATTEMPTS = 3  # actors a job may lose before it is a harness error
@@ -70,6 +72,16 @@ def check_gpu_workers(targets: Sequence[Target], gpu_workers: int) -> None:
     if gpu and gpu_workers < 1:
         raise RayUnavailable(f"target={gpu[0]!r} needs a GPU but gpu_workers={gpu_workers}: "
                              f"reserve GPU actors with --ray-gpu-workers N")
+
+
+def runs_here(job: Job) -> bool:
+    """Whether ``job`` reads or writes this machine's files (the corpus), so
+    that it must run on the coordinator, not on whichever node is free: a
+    ``BugReportJob`` (repro.py, tool files), or any job saying so with a true
+    ``runs_here`` attribute."""
+    from fuzz.bugreport import BugReportJob
+
+    return isinstance(job, BugReportJob) or bool(getattr(job, "runs_here", False))
 
 
 def _job_target(job: Job) -> Target | None:
@@ -158,6 +170,8 @@ class RayPool(AnswerQueue):
         self.timeout_s, self.grace_s = timeout_s, grace_s
         self.address = address
         self.gpu_workers = gpu_workers
+        self.memory_mb, self.preload, self.cache_dir, self.cache_mb = (memory_mb, preload,
+                                                                      cache_dir, cache_mb)
         self._args = (timeout_s, memory_mb, preload,
                       str(cache_dir) if cache_dir is not None else None, cache_mb)
         self.replaced = 0
@@ -169,6 +183,10 @@ class RayPool(AnswerQueue):
             False: collections.deque(), True: collections.deque()}
         self._actors: list[_Actor] = []
         self._failed_starts = 0
+        # Jobs that must run here: a local one-worker pool, started when first needed.
+        self._here: WorkerPool | None = None
+        self._here_tickets: dict[int, int] = {}  # its ticket -> ours
+        self.ran_here = 0
         self._ray = _ray()
         self._connected = False  # this pool called ray.init: it calls ray.shutdown
         self._connect(size + gpu_workers)
@@ -249,7 +267,7 @@ class RayPool(AnswerQueue):
                 self._greet(actor, self._ray.get(actor.ready))
             except self._ray.exceptions.RayError as exc:
                 raise HarnessError(f"a Ray worker failed to start at {self.address}: "
-                                   f"{_first_line(exc)}") from exc
+                                   f"{_last_line(exc)}") from exc
 
     def _greet(self, actor: _Actor, hello: dict[str, Any]) -> None:
         here = tool_versions()
@@ -283,6 +301,10 @@ class RayPool(AnswerQueue):
                 self._kill(actor)
         for queue in self._queues.values():
             queue.clear()
+        if self._here is not None:
+            self._here.close()
+            self._here = None
+            self._here_tickets.clear()
         if self._connected:
             self._connected = False
             ray.shutdown()
@@ -303,13 +325,21 @@ class RayPool(AnswerQueue):
     @property
     def pending(self) -> int:
         """Jobs submitted and not yet answered (queued, running or resubmitted)."""
-        return sum(map(len, self._queues.values())) + len(self._ready) \
-            + sum(a.ticket is not None for a in self._actors)
+        return (sum(map(len, self._queues.values())) + len(self._ready)
+                + sum(a.ticket is not None for a in self._actors) + len(self._here_tickets))
 
     def submit(self, job: Job | tuple[Target, Any]) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
         start it if an actor of its kind (GPU or not) is idle."""
         work: Job = ExecuteJob(*job) if isinstance(job, tuple) else job
+        if runs_here(work):
+            if self._here is None:
+                self._here = WorkerPool(1, self.timeout_s, self.memory_mb, self.preload,
+                                        self.cache_dir, self.cache_mb)
+            self._tickets += 1
+            self._here_tickets[self._here.submit(work)] = self._tickets
+            self.ran_here += 1
+            return self._tickets
         target = _job_target(work)
         gpu = target is not None and needs_gpu(target)
         if gpu:
@@ -348,7 +378,7 @@ class RayPool(AnswerQueue):
         busy = [a for a in self._actors if a.ticket is not None]
         starting = [a for a in self._actors if a.ready is not None]
         refs = [a.ref for a in busy] + [a.ready for a in starting]
-        if not refs:
+        if not refs and not self._here_tickets:
             return []
         # Wake up for a lost actor's deadline, and when a starting actor has
         # waited its start-up limit (``_check_starved`` then decides).
@@ -359,16 +389,20 @@ class RayPool(AnswerQueue):
             wait_until = min(wait_until, until)
         # In slices: a stop signal (Ctrl-C) is acted on between Ray calls, not
         # inside one (ray.wait returns to Python only at its timeout).
+        ready: list[Any] = []
+        done: list[tuple[int, Any]] = []
         while True:
             left = wait_until - time.monotonic()
-            ready, _ = _unwrapped(ray.wait, refs, num_returns=1,
-                                  timeout=max(0.0, min(left, _SLICE_S)))
-            if ready or left <= _SLICE_S:
+            step = max(0.0, min(left, _SLICE_S))
+            if refs:
+                ready, _ = _unwrapped(ray.wait, refs, num_returns=1, timeout=step)
+            if self._here_tickets:
+                done += self._collect_here(0.0 if refs else step)
+            if ready or done or left <= _SLICE_S:
                 break
         if ready:
             ready, _ = _unwrapped(ray.wait, refs, num_returns=len(refs), timeout=0)
         finished = set(ready)
-        done: list[tuple[int, Any]] = []
         for actor in starting:
             if actor.ready in finished:
                 self._started(actor)
@@ -382,6 +416,16 @@ class RayPool(AnswerQueue):
                                   f"(the job's limit {self.timeout_s:g}s + {self.grace_s:g}s)")
         return done
 
+    def _collect_here(self, timeout: float) -> list[tuple[int, Any]]:
+        """Answers of the jobs run on this machine, under our tickets."""
+        here = self._here
+        assert here is not None
+        busy, replaced = here.busy_s, here.replaced
+        done = [(self._here_tickets.pop(t), a) for t, a in here.completed(timeout=timeout)]
+        self.busy_s += here.busy_s - busy
+        self.replaced += here.replaced - replaced
+        return done
+
     def _started(self, actor: _Actor) -> None:
         try:
             self._greet(actor, self._ray.get(actor.ready))
@@ -392,8 +436,8 @@ class RayPool(AnswerQueue):
             self._failed_starts += 1
             if self._failed_starts > MAX_ATTEMPTS:
                 raise ClusterLost(f"Ray workers keep failing to start ({self._failed_starts} in "
-                                   f"a row): {_first_line(exc)}") from exc
-            _log.warning("a Ray worker failed to start (%s); starting another", _first_line(exc))
+                                   f"a row): {_last_line(exc)}") from exc
+            _log.warning("a Ray worker failed to start (%s); starting another", _last_line(exc))
             self._start(actor.gpu)
 
     def _answer(self, actor: _Actor) -> tuple[int, Any] | None:
@@ -487,6 +531,13 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise _Unreachable(f"cannot connect to {address}: {exc}") from None
+
+
+def _last_line(exc: BaseException) -> str:
+    """The innermost error of a Ray error that carries a remote traceback
+    (an actor's failed start): its last line, without terminal colours."""
+    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:

@@ -71,3 +71,18 @@ class KillsItsActor:
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
         os.kill(os.getppid(), signal.SIGKILL)
         time.sleep(5)
+
+
+@dataclass(frozen=True)
+class WhereAmI:
+    """Answers the pid of the process that started its worker (the pool's
+    owner: a Ray actor, or the coordinator itself for a job that runs here)."""
+
+    runs_here: bool = False
+
+    @property
+    def target_name(self) -> str:
+        return "fake-where"
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
+        return os.getppid()

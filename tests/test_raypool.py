@@ -20,13 +20,30 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm-fuzz[ray]')")
 
 from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
-from fuzz.raypool import MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable, needs_gpu  # noqa: E402
+from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
+                          needs_gpu, runs_here)
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
+from fuzz.workers import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import tiny_sample  # noqa: E402
-from tests.raypool_jobs import KillsItsActor, LosesItsActorOnce, SlowJob  # noqa: E402
+from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
+                                WhereAmI)
 
 TIMEOUT_S = 5
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_token() -> Iterator[None]:
+    """Test clusters without Ray's token authentication: their first start
+    would otherwise create ~/.ray/auth_token, which turns authentication on
+    for any later `ray start --head` on the machine."""
+    before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    yield
+    if before is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = before
 
 
 def _verdicts(results: list) -> list[Verdict]:
@@ -141,6 +158,19 @@ class TestLocalCluster:
         ((ticket, result),) = pool.completed()
         assert ticket == hung and result.failure is not None and result.failure.timed_out
 
+    def test_jobs_on_this_machines_files_run_here(self, pool: RayPool) -> None:
+        """A job that writes the corpus (a bug report) runs on the coordinator,
+        the others on the actors, all answered through the same tickets."""
+        from fuzz.bugreport import BugReportJob
+
+        assert runs_here(BugReportJob("corpus/x")) and not runs_here(WhereAmI())
+        ran_here = pool.ran_here
+        answers = pool.run([WhereAmI(), WhereAmI(runs_here=True), WhereAmI(),
+                            WhereAmI(runs_here=True)])
+        assert answers[1] == answers[3] == os.getpid()
+        assert os.getpid() not in (answers[0], answers[2])
+        assert pool.ran_here == ran_here + 2 and pool.pending == 0
+
     def test_a_gpu_target_without_gpu_workers_is_a_one_line_error(self, pool: RayPool) -> None:
         pending = pool.pending
         with pytest.raises(RayUnavailable, match="target='iree-cuda' needs a GPU but "
@@ -188,6 +218,42 @@ class TestClusterOfThisProcess:
                            r"GPUs; join GPU nodes with `ray start --address=HEAD:6379 --num-gpus N`"):
             RayPool(1, gpu_workers=1, preload=False)
         assert ray.is_initialized()
+
+    def test_an_actor_that_cannot_start_says_why(self) -> None:
+        with pytest.raises(HarnessError, match=r"^a Ray worker failed to start at auto: "
+                           r"FileNotFoundError: .* '/proc/nope'$"):
+            RayPool(1, preload=False, cache_dir=Path("/proc/nope/cache"))
+        assert ray.is_initialized()
+
+    def test_a_campaign_runs_unchanged_on_a_ray_pool(self, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """The campaign's own phases (replay, generate, triage, report) with its
+        pool swapped for a RayPool: the outcomes and buckets test_campaign's
+        local run gets, the corpus written here."""
+        from fuzz import campaign, corpus
+
+        pools: list[RayPool] = []
+
+        def ray_pool(size: int, timeout_s: float, memory_mb: int | None,
+                     **kwargs: object) -> RayPool:
+            pools.append(RayPool(size, timeout_s, memory_mb, preload=False,
+                                 **kwargs))  # type: ignore[arg-type]
+            return pools[-1]
+
+        monkeypatch.setattr(campaign, "WorkerPool", ray_pool)
+        options = campaign.CampaignOptions(budget_s=300, seed=1, corpus_dir=tmp_path / "corpus",
+                                           targets=("fake-segfault", "fake-ok", "fake-raise"),
+                                           workers=1, timeout_s=12, memory_mb=2048,
+                                           max_samples=2, shrink=False)
+        report = campaign.run_campaign(options)
+        assert len(pools) == 1 and ray.is_initialized()
+        assert pools[0].ran_here == 2  # the two new buckets' report jobs ran here
+        assert report.samples == 2
+        assert report.outcomes[("fake-ok", "PASS")] == 2
+        assert report.outcomes[("fake-segfault", "CRASH")] == 2
+        assert report.outcomes[("fake-raise", "COMPILE_ERROR")] == 2
+        entries, junk = corpus.load(tmp_path / "corpus")
+        assert junk == [] and sorted(e.target for e in entries) == ["fake-raise", "fake-segfault"]
 
     @pytest.mark.pipeline
     def test_a_real_sample_passes_on_iree_cpu_through_ray(self) -> None:
@@ -271,3 +337,4 @@ def test_a_node_with_another_toolchain_is_refused() -> None:
         pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": other})
     pool._greet(actor, {"host": "gpu-7", "pid": 1, "versions": tool_versions()})
     assert actor.ready is None and actor.where == "gpu-7:1"
+
