@@ -91,3 +91,6 @@ class TargetResult:
     timings: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     compiles: int = 0
+    # Per batch, what the float64 reference adds besides its output: how far
+    # rounding in the model's dtype can move it (``oracles.compare``).
+    roundings: list[np.ndarray | None] = field(default_factory=list)
