@@ -471,9 +471,10 @@ def rounding_spread(model: DLRM, *args: Any, runs: int = 4, seed: int = 0) -> to
         for _ in range(runs):
             twin = copy.deepcopy(model)
             for module in twin.modules():
-                if isinstance(module, nn.Linear):
+                if isinstance(module, (nn.Linear, nn.Sigmoid)):
                     # its output is stored in the dtype: one more rounding
                     module.register_forward_hook(lambda _m, _i, out: noise(out, u))
+                if isinstance(module, nn.Linear):
                     module.weight.copy_(noise(module.weight, (module.in_features ** 0.5) * u))
                     if module.bias is not None:
                         module.bias.copy_(noise(module.bias, u))

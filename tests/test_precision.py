@@ -109,3 +109,14 @@ def test_judge_takes_the_spread_from_the_reference() -> None:
     assert judge(got, ref, eager, rule).verdict is Verdict.PASS
     ref.roundings.clear()
     assert judge(got, ref, eager, rule).verdict is Verdict.MISMATCH
+
+
+def test_reduced_precision_floors_ulps_and_flushed_subnormals() -> None:
+    f16 = Tolerance().for_precision("float16", 10)
+    assert f16.rtol == 8 * 2.0 ** -11 and f16.atol == 2.0 ** -14
+    f32 = Tolerance().for_precision("float32", 10)
+    assert (f32.atol, f32.rtol) == (1e-5, 1e-4)
+    ref, eager = np.array([5.5e-6, 0.480959]), np.array([5.48e-6, 0.480959], np.float32)
+    got = np.array([0.0, 0.481201], np.float32)  # flushed subnormal; one float16 ulp at 0.48
+    assert compare(ref, eager, got, f16, rounding=np.zeros(2)).ok
+    assert not compare(ref, eager, got, Tolerance(), rounding=np.zeros(2)).ok
