@@ -531,8 +531,10 @@ class Campaign:
             if not drawn or seed not in reference.draws or seed not in eager.draws:
                 continue
             self.report.draws_checked += 1
+            # The measured rounding spread belongs to the sample's own weights:
+            # a draw is judged with the a-priori bound instead (looser, never stricter).
             judged = self.triage.outcomes(
-                drawn, dataclasses.replace(reference, outputs=reference.draws[seed]),
+                drawn, dataclasses.replace(reference, outputs=reference.draws[seed], roundings=[]),
                 dataclasses.replace(eager, outputs=eager.draws[seed]), flight.sample)
             if any(o.verdict is not Verdict.PASS and outcomes[name].verdict is Verdict.PASS
                    for name, o in judged.items() if name in outcomes):

@@ -126,14 +126,19 @@ class EagerTarget(Target):
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         import torch
 
-        from fuzz.model import to_torch
+        from fuzz.model import rounding_spread, to_torch
 
         dtype = torch.float64 if self.dtype == "float64" else torch.float32
 
         def forward() -> list[np.ndarray]:
             with torch.inference_mode():
-                out = artifact(*to_torch(inputs, artifact.config, dtype))
-            return [out.numpy().astype(np.float64 if self.dtype == "float64" else np.float32)]
+                args = to_torch(inputs, artifact.config, dtype)
+                out = artifact(*args)
+            if self.dtype != "float64":
+                return [out.numpy().astype(np.float32)]
+            # The reference also says how far rounding in the model's dtype
+            # can move each output (oracles.compare; a second output).
+            return [out.numpy().astype(np.float64), rounding_spread(artifact, *args).numpy()]
 
         return timer.measure("run", forward)
 

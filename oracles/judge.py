@@ -36,7 +36,8 @@ def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
             continue
         ref64, eager32 = reference.outputs[b], eager.outputs[b]
         assert ref64 is not None and eager32 is not None
-        comparison = compare(ref64, eager32, got, tolerance)
+        rounding = reference.roundings[b] if b < len(reference.roundings) else None
+        comparison = compare(ref64, eager32, got, tolerance, rounding)
         if not comparison.ok:
             numbers = dict(comparison.numbers, batch=b)
             return Outcome(result.target, Verdict.MISMATCH, Stage.RUN, comparison.reason, "", None,

@@ -93,3 +93,6 @@ class TargetResult:
     compiles: int = 0
     # Extra weight seed -> an output per batch, from the same artifact.
     draws: dict[int, list[np.ndarray | None]] = field(default_factory=dict)
+    # Per batch, what the float64 reference adds besides its output: how far
+    # rounding in the model's dtype can move it (``oracles.compare``).
+    roundings: list[np.ndarray | None] = field(default_factory=list)

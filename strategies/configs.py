@@ -71,6 +71,15 @@ def shape_classes() -> st.SearchStrategy[str]:
     return st.integers(0, len(_CLASS_SLOTS) - 1).map(lambda i: _CLASS_SLOTS[i])
 
 
+def _mostly(default: Any, *others: Any) -> st.SearchStrategy[Any]:
+    """``default`` half the time, else one of ``others``; shrinks to ``default``.
+    For the embedding-bag variants today's lowering declines or gets wrong:
+    drawn often enough to stay covered, not so often that most compiles stop
+    at a known failure."""
+    return st.integers(0, 2 * len(others) - 1).map(
+        lambda i: default if i < len(others) else others[i - len(others)])
+
+
 def _rare(value: Any, default: Any) -> st.SearchStrategy[Any]:
     """``default`` 9 times in 10, else ``value``; shrinks to ``default``."""
     return st.integers(0, 9).map(lambda i: value if i == 9 else default)
@@ -123,11 +132,12 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     # the choices above cannot run with fall back to their defaults (see
     # DLRMConfig's checks): constructive, nothing is rejected.
     layout = draw(st.sampled_from(["lists", "stacked", "fixed"]))
-    pooling = draw(st.sampled_from(["sum", "mean", "max"]))
+    pooling = draw(_mostly("sum", "mean", "max"))
     weighted = draw(st.sampled_from([None, "fixed", "learned"]))
-    weights_in = draw(st.booleans())
-    last = draw(st.booleans())
-    padding = draw(st.one_of(st.none(), st.integers(0, limits.max_rows - 1)))
+    weights_in = draw(_rare(True, False))
+    last = draw(_mostly(False, True))
+    padding = draw(st.none()) if not draw(_rare(True, False)) \
+        else draw(st.integers(0, limits.max_rows - 1))
     dtype = draw(st.sampled_from(["float32", "float16", "bfloat16"]))
     # Upstream's MLP quantization never gets past torch.export today: rare.
     quantize_mlp = draw(st.sampled_from(["qint8", "float16"])) if draw(_rare(True, False)) \

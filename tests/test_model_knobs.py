@@ -314,3 +314,71 @@ def test_index_whose_float32_quotient_leaves_the_table_is_invalid() -> None:
     with pytest.raises(InvalidSample, match="float32 quotient"):
         bad.validate(config)
     Batch(np.zeros((1, 1), np.float32), (np.array([0]),), (np.array([2**24 + 2]),)).validate(config)
+
+
+# ------------------------------------------------ rounding magnitude M ----
+def test_table_magnitude_pools_absolute_rows() -> None:
+    from fuzz.model import _table_magnitude
+
+    for mode, expected in [("sum", [[0.0, 0.0], [1010.0, 2020.0], [201.0, 402.0]]),
+                           ("mean", [[0.0, 0.0], [505.0, 1010.0], [67.0, 134.0]]),
+                           ("max", [[0.0, 0.0], [1000.0, 2000.0], [100.0, 200.0]])]:
+        model = build_reference(cfg(pooling=mode), 0)
+        assign(model.emb_l[0].bag.weight, [[-r[0], r[1]] for r in ROWS])
+        got = _table_magnitude(model.emb_l[0], idx(INDICES), idx(OFFSETS), None)
+        assert_rows(got, expected)
+
+
+def test_mlp_magnitude_uses_absolute_weights_and_bounds_sigmoid() -> None:
+    from torch import nn
+
+    from fuzz.model import _mlp_magnitude
+
+    linear = nn.Linear(2, 1).double()
+    assign(linear.weight, [[1.0, -2.0]])
+    assign(linear.bias, [-3.0])
+    got = _mlp_magnitude(nn.Sequential(linear, nn.Sigmoid()), torch.tensor([[4.0, 5.0]],
+                                                                            dtype=torch.float64))
+    assert got.tolist() == [[(4.0 + 10.0 + 3.0) / 4 + 1]]
+
+
+def test_rounding_spread_follows_the_dtype_and_marks_overflow() -> None:
+    from fuzz.model import rounding_spread
+
+    spreads = {}
+    for dtype in ("float32", "float16", "bfloat16"):
+        config = cfg(**TWO, dtype=dtype)
+        ref = build_reference(config, 4)
+        args = to_torch(_same_bags(config).flat(), config, torch.float64)
+        spreads[dtype] = rounding_spread(ref, *args)
+        assert torch.all(spreads[dtype] > 0) and torch.all(torch.isfinite(spreads[dtype]))
+        assert torch.equal(spreads[dtype], rounding_spread(ref, *args))  # seeded
+    assert float(spreads["float32"].max()) < 1e-5
+    assert spreads["float32"].max() < spreads["float16"].max() < spreads["bfloat16"].max()
+    config = cfg(**TWO, dtype="float16")
+    big = _same_bags(config)
+    huge = Batch.for_config(config, big.dense * 3e4, big.offsets, big.indices, big.weights)
+    ref = build_reference(config, 4)
+    assert torch.all(torch.isinf(rounding_spread(ref, *to_torch(huge.flat(), config,
+                                                                torch.float64))))
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(), dict(pooling="max", input_layout="fixed"), dict(per_sample_weights=True),
+    dict(weighted_pooling="learned", arch_interaction_op="cat", ln_top=(6, 3, 1)),
+    dict(qr_flag=True, qr_threshold=5, qr_operation="mult", input_layout="stacked"),
+    dict(m_spa=(1, 2), md_flag=True, md_threshold=5, dtype="float16"),
+    dict(quantize_mlp="qint8", sigmoid_bot=0),
+], ids=["plain", "max-fixed", "weights", "learned-cat", "qr-stacked", "md-half", "qint8"])
+def test_magnitude_bounds_the_reference_output(overrides: dict[str, Any]) -> None:
+    from fuzz.model import output_magnitude
+
+    config = cfg(**{**TWO, **overrides})
+    batch = _same_bags(config)
+    ref = build_reference(config, 4)
+    args = to_torch(batch.flat(), config, torch.float64)
+    with torch.no_grad():
+        out = ref(*args)
+    magnitude = output_magnitude(ref, *args)
+    assert magnitude.shape == out.shape and magnitude.dtype == torch.float64
+    assert torch.all(magnitude >= out.abs() * (1 - 1e-12))

@@ -55,6 +55,7 @@ def _outcome(config: DLRMConfig) -> tuple[Outcome, TargetResult]:
     reference = execute(TARGETS["eager-f64"], sample)
     eager = execute(TARGETS["eager"], sample)
     got = execute(TARGETS["iree-cpu"], sample)
+    assert reference.magnitudes and reference.magnitudes[0] is not None
     rule = Tolerance().for_precision(config.dtype, sample.reduction_length())
     return judge(got, reference, eager, rule), got
 
@@ -100,3 +101,10 @@ def test_known_bug_per_sample_weights_given_as_input_are_dropped() -> None:
     outcome, _ = _outcome(medium_config(per_sample_weights=True))
     assert outcome.verdict is Verdict.MISMATCH
     assert outcome.numbers["max_abs_error"] > 1e-2
+
+
+def test_float16_rule_still_sees_dropped_weights() -> None:
+    """The float16 bound (gamma~_N of float16 times the rounding magnitude M)
+    is wide, but not blind: the dropped per-sample weights are still caught."""
+    outcome, _ = _outcome(medium_config(per_sample_weights=True, dtype="float16", sigmoid_top=-1))
+    assert outcome.verdict is Verdict.MISMATCH
