@@ -55,7 +55,7 @@ def _outcome(config: DLRMConfig) -> tuple[Outcome, TargetResult]:
     reference = execute(TARGETS["eager-f64"], sample)
     eager = execute(TARGETS["eager"], sample)
     got = execute(TARGETS["iree-cpu"], sample)
-    assert reference.magnitudes and reference.magnitudes[0] is not None
+    assert reference.roundings and reference.roundings[0] is not None
     rule = Tolerance().for_precision(config.dtype, sample.reduction_length())
     return judge(got, reference, eager, rule), got
 
