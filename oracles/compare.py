@@ -177,6 +177,9 @@ def _compare(ref64: np.ndarray, eager32: np.ndarray, got: np.ndarray,
         "max_rel_error": float(np.nanmax(err / np.maximum(np.abs(ref), 1e-30))) if err.size
         and not np.all(np.isnan(err)) else 0.0,
         "eager_max_abs_error": float(np.nanmax(np.abs(eager32 - ref))) if ref.size else 0.0,
+        # The margin: how close the worst judged element came to its bound
+        # (a false-alarm sweep reads it; 1.0 would be a failure).
+        "worst_error_to_bound": _worst_ratio(err, bound, ~both_nan & ~same & ~unjudged),
         "bad_elements": int(bad.sum()),
         "elements": int(bad.size),
         "got": summarize(got),
@@ -191,3 +194,13 @@ def _compare(ref64: np.ndarray, eager32: np.ndarray, got: np.ndarray,
     return Comparison(False, f"{numbers['bad_elements']}/{bad.size} elements off, first at "
                              f"{list(where)}: got {out[where]:.6g}, expected {ref[where]:.6g}",
                       numbers)
+
+
+def _worst_ratio(err: np.ndarray, bound: np.ndarray, judged: np.ndarray) -> float:
+    """max(err / bound) over the judged elements (inf where an error meets a zero bound)."""
+    if not judged.any():
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(err[judged] == 0, 0.0, err[judged] / bound[judged])
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)  # NaN on one side only
+    return float(ratio.max())

@@ -39,6 +39,19 @@ def test_compare_rejects_a_dropped_term() -> None:
     assert "got 0.2601" in result.reason
 
 
+def test_compare_reports_its_margin_to_the_bound() -> None:
+    """worst_error_to_bound: the worst judged element's error over its bound,
+    below 1 on a pass, above 1 on a failure, 0 for an exact answer."""
+    ref = np.array([1.0, 2.0])
+    rule = Tolerance(rtol=1e-3, atol=0.0, slack=0.0)
+    exact = compare(ref, ref.astype(np.float32), ref.astype(np.float32), rule)
+    near = compare(ref, ref.astype(np.float32), np.array([1.0005, 2.0]), rule)
+    off = compare(ref, ref.astype(np.float32), np.array([1.0, 2.006]), rule)
+    assert exact.ok and exact.numbers["worst_error_to_bound"] == 0.0
+    assert near.ok and near.numbers["worst_error_to_bound"] == pytest.approx(0.5)
+    assert not off.ok and off.numbers["worst_error_to_bound"] == pytest.approx(3.0)
+
+
 def test_compare_widens_bound_where_eager_itself_is_imprecise() -> None:
     ref = np.array([1.0])
     eager = np.array([1.0 + 1e-3], dtype=np.float32)  # float32 lost 1e-3 here (cancellation)
