@@ -11,6 +11,10 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'dlrm-fuzz[ray]'")
 
+# Own pytest process (tox runs `-m ray` apart): clusters started from a
+# process that has run the rest of the suite lost actors to their deadlines.
+pytestmark = pytest.mark.ray
+
 from fuzz import corpus  # noqa: E402
 
 

@@ -19,6 +19,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm-fuzz[ray]')")
 
+# Own pytest process (tox runs `-m ray` apart): clusters started from a
+# process that has run the rest of the suite lost actors to their deadlines.
+pytestmark = pytest.mark.ray
+
 from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
 from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
                           needs_gpu, runs_here)

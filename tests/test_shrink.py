@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fuzz import edits
 from fuzz.sample import Sample
 from fuzz.shrink import PASSES, ShrinkResult, shrink
+from strategies import dlrm_configs
 from strategies.samples import samples
 from tests.helpers import tiny_config, tiny_sample, varied_sample
 
@@ -47,8 +48,10 @@ def _assert_valid(s: Sample) -> None:
 
 
 # -- edits -----------------------------------------------------------------
+# Tiny-class samples: the edits do not depend on size, and a medium sample
+# (128 bags of up to 64 indices in 8 tables) has thousands of candidates.
 @settings(max_examples=40)
-@given(samples())
+@given(samples(dlrm_configs()))
 def test_every_shrink_edit_is_valid_and_strictly_smaller(sample: Sample) -> None:
     key = edits.size_key(sample)
     tried = 0
@@ -64,7 +67,7 @@ def test_every_shrink_edit_is_valid_and_strictly_smaller(sample: Sample) -> None
 
 
 @settings(max_examples=40)
-@given(samples())
+@given(samples(dlrm_configs()))
 def test_non_reducing_edits_stay_valid(sample: Sample) -> None:
     for candidate in (edits.fill_empty_bags(sample), edits.same_shape_batches(sample),
                       *(edits.knob_to_default(sample, k) for k in edits.knobs())):
@@ -141,7 +144,7 @@ def test_shrink_keeps_the_feature_the_predicate_needs() -> None:
 
 
 @settings(max_examples=25)
-@given(samples(), st.integers(0, 3))
+@given(samples(dlrm_configs()), st.integers(0, 3))  # tiny: a medium one spends the whole budget
 def test_shrink_never_returns_a_passing_sample(sample: Sample, which: int) -> None:
     base = edits.sample_size(sample)
     predicates: list[Callable[[Sample], bool]] = [
@@ -210,6 +213,7 @@ def test_arguments_are_validated() -> None:
 
 # -- the real bug ----------------------------------------------------------
 @pytest.mark.pipeline
+@pytest.mark.slow  # minutes of real compiles; test_phases shrinks the same bug within a campaign
 def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
     import oracles  # noqa: F401  (oracles before fuzz.execute: import order)
     from fuzz.execute import execute
