@@ -23,7 +23,7 @@ judged output, 1.0 would be a failure) per dtype, and how many samples each
 dtype and shape class had. Figures, not pass/fail (exit 0 either way).
 
 Usage: python bench/false_alarms.py [--samples 200] [--seed 0]
-       [--targets a,b] [--workers 2] [--json out.json]
+       [--targets a,b] [--workers 2] [--json out.json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def draw_samples(count: int, seed: int) -> list[Any]:
     return drawn
 
 
-def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path) -> dict[str, Any]:
+def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path,
+          keep: Path | None = None) -> dict[str, Any]:
     from fuzz.coverage import shape_class
     from fuzz.targets import EAGER, REFERENCE, resolve_targets
     from fuzz.workers import WorkerPool
@@ -109,6 +110,9 @@ def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path)
                     alarms.append({"sample": index, "target": name, "error": outcome.error,
                                    "numbers": outcome.numbers,
                                    "config": sample.config.to_dict()})
+                    print(f"MISMATCH {name}: {outcome.error} {outcome.numbers}", flush=True)
+                    if keep is not None:  # the case itself, to replay by hand
+                        _keep(keep / f"sample-{index}", sample)
             print(f"[{time.monotonic() - started:6.0f}s] sample {index + 1}/{len(samples)} "
                   f"{dtype} {shape_class(sample)}: "
                   + " ".join(f"{n}={o.verdict.value}" for n, o in outcomes.items()
@@ -119,6 +123,13 @@ def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path)
             "verdicts": {k: dict(v) for k, v in sorted(verdicts.items())},
             "worst_error_to_bound_on_passes": {k: round(v, 4) for k, v in margins.items()},
             "mismatches": alarms}
+
+
+def _keep(folder: Path, sample: Any) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(sample.config.to_json())
+    (folder / "seed.txt").write_text(str(sample.seed))
+    (folder / "sample.npz").write_bytes(sample.npz_bytes())
 
 
 def _margin(rule: Any, ref: Any, eag: Any, got: list[Any], name: str) -> float | None:
@@ -144,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default="", help="default: every available target")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write each mismatching sample here (config.json, seed.txt, sample.npz)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from fuzz.targets import TARGETS, available_targets
@@ -152,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     samples = draw_samples(args.samples, args.seed)
     print(f"{len(samples)} samples, {len(targets)} targets: {','.join(targets)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dlrm-fuzz-sweep-") as cache:
-        report = sweep(samples, targets, args.workers, Path(cache))
+        report = sweep(samples, targets, args.workers, Path(cache), args.keep)
     summary = {k: v for k, v in report.items() if k != "mismatches"}
     print(json.dumps(summary, indent=1))
     print(f"MISMATCH (false alarms until shown to be compiler bugs): {len(report['mismatches'])}")
