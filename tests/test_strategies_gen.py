@@ -25,6 +25,7 @@ NEW_DEFAULTS = {"dtype": "float32", "quantize_mlp": "none", "pooling": "sum",
                 "input_layout": "lists"}
 
 
+@pytest.mark.slow  # a Hypothesis search of up to 2000 samples per value
 @pytest.mark.parametrize("name, value", KNOB_VALUES, ids=[f"{n}={v}" for n, v in KNOB_VALUES])
 def test_every_knob_value_is_reachable(name: str, value: Any) -> None:
     found = find(dlrm_configs(), lambda c: getattr(c, name) == value,
@@ -61,6 +62,7 @@ CLASSES: dict[str, Callable[[Sample], bool]] = {
 }
 
 
+@pytest.mark.slow  # a Hypothesis search of up to 3000 samples per class
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_every_shape_class_is_reachable(name: str) -> None:
     found = find(samples(), CLASSES[name], settings=settings(
