@@ -96,8 +96,11 @@ def test_shrinks_to_the_plainest_dlrm() -> None:
     batch = find(batches(c), lambda b: True, settings=settings(database=None))
     assert batch.batch_size == 1
     assert batch.indices[0].size >= 1 and set(batch.indices[0].tolist()) == {0}  # no empty bag
+    # One batch, no extra weight draws. (The seed is left out: with every
+    # shrink step succeeding, Hypothesis' cap on successful shrinks can run
+    # out before the 32-bit seed reaches 0, depending on the run's seed.)
     smallest = _shrunk(lambda s: True)
-    assert smallest.seed == 0 and len(smallest.batches) == 1
+    assert len(smallest.batches) == 1 and smallest.draws == ()
 
 
 def test_failure_needing_pooling_shrinks_to_just_pooling() -> None:
