@@ -92,7 +92,7 @@ def test_shrinks_to_the_plainest_dlrm() -> None:
     assert (c.ln_emb, c.m_spa, c.weighted_pooling, c.index_dtype) == ((1,), 1, None, "int64")
     assert (c.qr_flag, c.md_flag, c.quantize_bits, c.arch_interaction_op) == (False, False, 32, "dot")
     assert (c.sigmoid_bot, c.sigmoid_top, c.loss_threshold) == (-1, -1, 0.0)
-    assert c.weights == "inputs"  # the fast form; inline constants when a bug needs them
+    assert c.weights == "inline"
     batch = find(batches(c), lambda b: True, settings=settings(database=None))
     assert batch.batch_size == 1
     assert batch.indices[0].size >= 1 and set(batch.indices[0].tolist()) == {0}  # no empty bag

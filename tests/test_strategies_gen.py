@@ -19,7 +19,7 @@ from strategies import SHAPE_CLASSES, dlrm_configs, samples, shape_classes
 KNOB_VALUES = [("dtype", "float16"), ("dtype", "bfloat16"), ("quantize_mlp", "qint8"),
                ("quantize_mlp", "float16"), ("pooling", "mean"), ("pooling", "max"),
                ("include_last_offset", True), ("per_sample_weights", True),
-               ("input_layout", "stacked"), ("input_layout", "fixed"), ("weights", "inline")]
+               ("input_layout", "stacked"), ("input_layout", "fixed"), ("weights", "inputs")]
 NEW_DEFAULTS = {"dtype": "float32", "quantize_mlp": "none", "pooling": "sum",
                 "include_last_offset": False, "padding_idx": None, "per_sample_weights": False,
                 "input_layout": "lists"}
