@@ -350,19 +350,6 @@ class RayPool(AnswerQueue):
         self._dispatch()
         return self._tickets
 
-    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
-        """A job whose actor was lost is run again elsewhere and answered
-        later, never dropped."""
-        if not self.pending:
-            return []
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._dispatch()
-            done = self._collect(deadline)
-            self._dispatch()
-            if done or (deadline is not None and time.monotonic() >= deadline):
-                return done
-
     def _dispatch(self) -> None:
         for actor in self._actors:
             queue = self._queues[actor.gpu]

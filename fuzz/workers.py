@@ -147,8 +147,32 @@ class AnswerQueue:
     def submit(self, job: Any) -> int:
         raise NotImplementedError
 
-    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
+    @property
+    def pending(self) -> int:
         raise NotImplementedError
+
+    def _dispatch(self) -> None:
+        """Start queued jobs on idle workers."""
+        raise NotImplementedError
+
+    def _collect(self, until: float | None) -> list[tuple[int, Any]]:
+        """Answers that came in by ``until`` (None: wait for one)."""
+        raise NotImplementedError
+
+    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
+        """Waits until at least one job finishes (or ``timeout`` seconds pass),
+        then starts queued jobs on the freed workers at once, so no worker
+        waits for the caller (a pool that re-runs a lost worker's job answers
+        it later, never drops it)."""
+        if not self.pending:
+            return []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._dispatch()
+            done = self._collect(deadline)
+            self._dispatch()
+            if done or (deadline is not None and time.monotonic() >= deadline):
+                return done
 
     def completed(self, timeout: float | None = None) -> list[tuple[int, Any]]:
         """Answers of finished jobs as (ticket, answer): waits until at least
@@ -299,20 +323,6 @@ class WorkerPool(AnswerQueue):
         self._queue.append((self._tickets, ExecuteJob(*job) if isinstance(job, tuple) else job))
         self._dispatch()
         return self._tickets
-
-    def _completed(self, timeout: float | None) -> list[tuple[int, Any]]:
-        """Waits until at least one job finishes (or ``timeout`` seconds pass),
-        then starts queued jobs on the freed workers at once, so no worker
-        waits for the caller."""
-        if not self.pending:
-            return []
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._dispatch()
-            done = self._collect(deadline)
-            self._dispatch()
-            if done or (deadline is not None and time.monotonic() >= deadline):
-                return done
 
     def _dispatch(self) -> None:
         for worker in self._workers:
