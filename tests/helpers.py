@@ -57,3 +57,27 @@ def varied_sample(config: DLRMConfig | None = None, seed: int = 11) -> Sample:
     made.append(Batch(rng.standard_normal((batch, config.num_dense)).astype(np.float32),
                       offsets, indices))
     return Sample(config, seed, tuple(made))
+
+
+def assert_freed_workers_answer_while_one_hangs(pool: Any, hang_limit_s: float) -> None:
+    """No barrier, for any pool (``fuzz.workers.AnswerQueue``): with one
+    worker stuck on a hang, the others work through the queue, each answer
+    comes back as soon as it is ready, and the hang's seconds count as busy."""
+    from fuzz.targets import resolve_targets
+
+    sample = tiny_sample()
+    hang, ok = resolve_targets(["fake-hang", "fake-ok"])
+    busy_before = pool.busy_s
+    hung = pool.submit((hang, sample))
+    quick = [pool.submit((ok, sample)) for _ in range(3)]
+    assert pool.pending == 4 and pool.slots == 2
+    answered: list[int] = []
+    while len(answered) < 3:
+        for ticket, result in pool.completed():
+            assert ticket in quick and result.failure is None  # the hang is not done yet
+            answered.append(ticket)
+    assert sorted(answered) == quick and pool.pending == 1
+    ((ticket, result),) = pool.completed()
+    assert ticket == hung and result.failure is not None and result.failure.timed_out
+    assert pool.completed(timeout=0.1) == [] and pool.pending == 0
+    assert pool.busy_s - busy_before >= hang_limit_s

@@ -29,7 +29,7 @@ from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  #
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
 from fuzz.workers import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
-from tests.helpers import tiny_sample  # noqa: E402
+from tests.helpers import assert_freed_workers_answer_while_one_hangs, tiny_sample  # noqa: E402
 from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
                                 WhereAmI)
 
@@ -88,22 +88,7 @@ class TestLocalCluster:
         assert pool.replaced == 0 and not pool.lost and pool.slots == 2
 
     def test_a_hang_does_not_hold_up_other_answers(self, pool: RayPool) -> None:
-        sample = tiny_sample()
-        hang, ok = resolve_targets(["fake-hang", "fake-ok"])
-        busy_before = pool.busy_s
-        hung = pool.submit((hang, sample))
-        quick = [pool.submit((ok, sample)) for _ in range(3)]
-        assert pool.pending == 4 and pool.slots == 2
-        answered: list[int] = []
-        while len(answered) < 3:
-            for ticket, result in pool.completed():
-                assert ticket in quick and result.failure is None
-                answered.append(ticket)
-        assert sorted(answered) == quick and pool.pending == 1
-        ((ticket, result),) = pool.completed()
-        assert ticket == hung and result.failure is not None and result.failure.timed_out
-        assert pool.completed(timeout=0.1) == [] and pool.pending == 0
-        assert pool.busy_s - busy_before >= TIMEOUT_S
+        assert_freed_workers_answer_while_one_hangs(pool, hang_limit_s=TIMEOUT_S)
 
     @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "stopped"])
     def test_an_actor_lost_mid_job_loses_no_job(self, pool: RayPool, tmp_path: Path,

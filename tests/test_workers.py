@@ -11,7 +11,7 @@ import pytest
 from fuzz.targets import resolve_targets
 from fuzz.workers import WorkerPool
 from oracles import Verdict, classify
-from tests.helpers import tiny_sample
+from tests.helpers import assert_freed_workers_answer_while_one_hangs, tiny_sample
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +54,7 @@ def test_pool_rejects_zero_workers() -> None:
 
 
 def test_a_freed_worker_takes_the_next_job_while_another_hangs(pool: WorkerPool) -> None:
-    """No barrier: with one worker stuck on a hang, the other works through
-    the queue, and each answer comes back as soon as it is ready."""
-    sample = tiny_sample()
-    hang, ok = resolve_targets(["fake-hang", "fake-ok"])
-    busy_before = pool.busy_s
-    hung = pool.submit((hang, sample))
-    quick = [pool.submit((ok, sample)) for _ in range(3)]
-    assert pool.pending == 4 and pool.slots == 2
-    answered: list[int] = []
-    while len(answered) < 3:
-        for ticket, result in pool.completed():
-            assert ticket in quick and result.failure is None  # the hang is not done yet
-            answered.append(ticket)
-    assert sorted(answered) == quick and pool.pending == 1
-    ((ticket, result),) = pool.completed()
-    assert ticket == hung and result.failure is not None and result.failure.timed_out
-    assert pool.completed(timeout=0.1) == [] and pool.pending == 0
-    assert pool.busy_s - busy_before >= 10  # the hang's 10 s count as busy time
+    assert_freed_workers_answer_while_one_hangs(pool, hang_limit_s=10)
 
 
 def test_run_keeps_the_answers_of_jobs_it_did_not_submit(pool: WorkerPool) -> None:
