@@ -31,6 +31,7 @@ def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
         numbers = {"signal": failure.signal} if failure.signal else {}
         return Outcome(result.target, verdict, failure.stage, line, detail, op, numbers,
                        dict(result.timings))
+    worst: float | None = None  # a pass's margin: the worst error / bound over its batches
     for b, got in enumerate(result.outputs):
         if got is None:  # a static target skips batches of other shapes
             continue
@@ -42,4 +43,8 @@ def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
             numbers = dict(comparison.numbers, batch=b)
             return Outcome(result.target, Verdict.MISMATCH, Stage.RUN, comparison.reason, "", None,
                            numbers, dict(result.timings))
-    return Outcome(result.target, Verdict.PASS, Stage.RUN, timings=dict(result.timings))
+        ratio = comparison.numbers["worst_error_to_bound"]
+        worst = ratio if worst is None else max(worst, ratio)
+    margin = {} if worst is None else {"worst_error_to_bound": worst}
+    return Outcome(result.target, Verdict.PASS, Stage.RUN, numbers=margin,
+                   timings=dict(result.timings))

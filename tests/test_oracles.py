@@ -199,6 +199,16 @@ def test_judge_reports_first_bad_batch() -> None:
     assert judge(same, ref, eager).verdict is Verdict.PASS
 
 
+def test_a_pass_carries_its_worst_margin_over_the_batches() -> None:
+    ref = TargetResult("eager-f64", [np.array([[1.0]]), np.array([[2.0]])])
+    eager = TargetResult("eager", [np.array([[1.0]], np.float32), np.array([[2.0]], np.float32)])
+    near = TargetResult("iree-cpu", [np.array([[1.0]]), np.array([[2.0004]])])
+    rule = Tolerance(rtol=1e-3, atol=0.0, slack=0.0)
+    outcome = judge(near, ref, eager, rule)
+    assert outcome.verdict is Verdict.PASS
+    assert outcome.numbers["worst_error_to_bound"] == pytest.approx(0.2)  # batch 1: 4e-4 / 2e-3
+
+
 def test_blame_failure_of_the_shared_torch_prefix_is_one_bug() -> None:
     quantized = UNSUPPORTED
     on = [("iree-cpu", LINALG), ("iree-torch", "torch-mlir:torch"), ("iree-tosa", "torch-mlir:tosa")]
