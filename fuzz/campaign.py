@@ -463,10 +463,13 @@ class Campaign:
     def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
         """All targets on one sample, triaged now (replay, matrix, shrink);
         answers for generated samples in flight are kept for ``_drain``."""
-        flight = self._submit(sample, targets, index=None)
+        return self._triage(self._answered(self._submit(sample, targets, index=None)), file)
+
+    def _answered(self, flight: _InFlight) -> _InFlight:
+        """Wait for every answer of ``flight`` (others' answers are kept)."""
         while flight.left:
             self._take_answers()
-        return self._triage(flight, file)
+        return flight
 
     def _triage(self, flight: _InFlight, file: bool) -> list[Finding]:
         """Judge one sample's answers, blame across targets, group by bucket;
@@ -498,9 +501,7 @@ class Campaign:
             self.report.confirm_runs += 1
             full = self._submit(sample, self.targets, index=None)
             full.index = flight.index
-            while full.left:
-                self._take_answers()
-            return self._triage(full, file=True)
+            return self._triage(self._answered(full), file=True)
         if sample.draws:
             self._check_draws(flight, reference, eager, results, outcomes)
         known_before = set(self.known)

@@ -25,8 +25,8 @@ from torch import nn
 
 from fuzz.config import DLRMConfig, weights_as_inputs
 
-__all__ = ["WeightsAsInputs", "weights_as_inputs", "state_names", "state_arrays",
-           "export_form"]
+__all__ = ["WeightsAsInputs", "weights_as_inputs", "state_names", "state_tensors",
+           "state_arrays", "export_form"]
 
 
 def state_names(model: nn.Module) -> list[str]:
@@ -36,10 +36,15 @@ def state_names(model: nn.Module) -> list[str]:
     return [name for name, tensor in named if tensor.is_floating_point()]
 
 
+def state_tensors(model: nn.Module, names: Sequence[str] | None = None) -> list[torch.Tensor]:
+    """The tensors of ``names`` (default: all of ``state_names``), in order."""
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return [state[name] for name in (names or state_names(model))]
+
+
 def state_arrays(model: nn.Module, names: Sequence[str] | None = None) -> list[np.ndarray]:
     """The values of ``names`` (default: all of ``state_names``) as arrays."""
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    return [state[name].detach().numpy() for name in (names or state_names(model))]
+    return [tensor.detach().numpy() for tensor in state_tensors(model, names)]
 
 
 class WeightsAsInputs(nn.Module):
@@ -62,6 +67,5 @@ def export_form(model: nn.Module, config: DLRMConfig, args: tuple[Any, ...],
     if not weights_as_inputs(config):
         return model, args, spec
     wrapped = WeightsAsInputs(model)
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    tensors = [state[name] for name in wrapped.names]
+    tensors = state_tensors(model, wrapped.names)
     return wrapped, (tensors, args), None if spec is None else ([None] * len(tensors), spec)
