@@ -37,12 +37,18 @@ _SIZE_FIELDS = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "qr_collisions"
 _CHOICE_INTS = frozenset({"quantize_bits"})
 # Fields that only mean something when their switch is on.
 _ONLY_WITH = {"qr_operation": "qr_flag"}
-# Limits of the tiny shape class (the strategies' tiny limits: 4 tables of
-# 64 rows, width 8, batches of 8 with up to 6 indices per bag, which reshaped
-# batches may gather into one bag of 48) and where the large class starts
-# (indices float32 cannot represent exactly).
-_TINY = {"tables": 4, "rows": 64, "width": 8, "batch": 8, "bag": 48}
+# Where the large class starts: indices float32 cannot represent exactly.
 _LARGE_INDEX = 2 ** 24
+
+
+def _tiny_limits() -> dict[str, int]:
+    """The strategies' tiny class as size limits; a reshaped batch may gather
+    a whole batch's indices into one bag (max_batch x max_bag)."""
+    from strategies import SHAPE_CLASSES
+
+    tiny = SHAPE_CLASSES["tiny"]
+    return {"tables": tiny.max_tables, "rows": tiny.max_rows, "width": tiny.max_width,
+            "batch": tiny.max_batch, "bag": tiny.max_batch * tiny.max_bag}
 
 
 def shape_class(sample: Sample) -> str:
@@ -57,7 +63,7 @@ def shape_class(sample: Sample) -> str:
     sizes = {"tables": config.num_tables, "rows": max(config.ln_emb), "width": max(widths),
              "batch": max((b.batch_size for b in sample.batches), default=1),
              "bag": max(bags, default=0)}
-    return "tiny" if all(sizes[k] <= limit for k, limit in _TINY.items()) else "medium"
+    return "tiny" if all(sizes[k] <= limit for k, limit in _tiny_limits().items()) else "medium"
 
 
 def _knob(name: str, value: Any, config: DLRMConfig) -> str | None:
