@@ -281,6 +281,8 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
     (quantized tables keep packed uint8 rows that have no float64 kernel)."""
     import torch
 
+    from fuzz.model import to_numpy
+
     def to64(value: Any) -> Any:  # float inputs (dense, per-sample weights) only
         if isinstance(value, list):
             return [to64(v) for v in value]
@@ -289,11 +291,11 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
 
     try:
         with torch.no_grad():
-            eager32 = _numpy(graph_module(*args))
+            eager32 = to_numpy(graph_module(*args))
             with warnings.catch_warnings():  # torch's own TreeSpec deprecation, on copy
                 warnings.simplefilter("ignore", FutureWarning)
                 twin = _in_float64(copy.deepcopy(graph_module).to(torch.float64))
-            ref64 = _numpy(twin(*(to64(a) for a in args)))
+            ref64 = to_numpy(twin(*(to64(a) for a in args)))
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         if not any(config.table_kind(k) == "quantized" for k in range(config.num_tables)):
             raise
@@ -328,10 +330,3 @@ def _in_float64(twin: Any) -> Any:
         twin.recompile()
     return twin
 
-
-def _numpy(values: Sequence[Any]) -> list[np.ndarray]:
-    import torch
-
-    # numpy has no bfloat16: such intermediates are shown in float32 (exact).
-    return [(v.detach().float() if v.dtype == torch.bfloat16 else v.detach()).numpy()
-            for v in values]

@@ -34,7 +34,7 @@ from torch import nn
 
 from fuzz.config import DLRMConfig
 
-__all__ = ["DLRM", "FixedLengthDLRM", "rounding_spread", "output_magnitude", "build", "build_reference", "to_torch", "tracing_example", "dynamic_shapes"]
+__all__ = ["DLRM", "FixedLengthDLRM", "rounding_spread", "output_magnitude", "build", "build_reference", "to_torch", "to_numpy", "tracing_example", "dynamic_shapes"]
 
 
 def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) -> nn.Sequential:
@@ -507,6 +507,13 @@ def rounding_spread(model: DLRM, *args: Any, runs: int = 4, seed: int = 0) -> to
         overflow = (torch.stack(peaks, dim=1) > limit).any(dim=1, keepdim=True)
         spread = torch.where(overflow, torch.full_like(spread, math.inf), spread)
     return spread
+
+
+def to_numpy(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
+    """Tensors as arrays; numpy has no bfloat16, so those are widened to
+    float32 (exact)."""
+    return [(t.detach().float() if t.dtype == torch.bfloat16 else t.detach()).numpy()
+            for t in tensors]
 
 
 def to_torch(arrays: Sequence[np.ndarray], layout: "int | DLRMConfig",

@@ -468,9 +468,9 @@ def _run_corrupting(graph_module: Any, inputs: Sequence[np.ndarray], op: str) ->
     args = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
     with torch.no_grad():
         outputs = Corrupting(graph_module).run(*args)
-    # numpy has no bfloat16: such outputs come back widened to float32 (exact).
-    return [(t.float() if t.dtype == torch.bfloat16 else t).detach().numpy()
-            for t in torch.utils._pytree.tree_leaves(outputs)]
+    from fuzz.model import to_numpy
+
+    return to_numpy(torch.utils._pytree.tree_leaves(outputs))
 
 
 _HEALTHY = EagerTarget("eager", "what a healthy fake target answers")
