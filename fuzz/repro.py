@@ -465,13 +465,12 @@ def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | byte
                         for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
                                      "inputs.npz": entry.sample.npz_bytes()}
-    from fuzz.model import build
-    from fuzz.weights import state_arrays, weights_as_inputs
+    from fuzz.pipeline import Timer
 
-    if weights_as_inputs(entry.sample.config):  # the program takes them before each batch
+    lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
+    if lead:  # the weights are program inputs: the program takes them before each batch
         weights = io.BytesIO()
-        arrays: dict[str, Any] = {f"w{i}": a for i, a in enumerate(
-            state_arrays(build(entry.sample.config, entry.sample.seed)))}
+        arrays: dict[str, Any] = {f"w{i}": a for i, a in enumerate(lead)}
         np.savez(weights, **arrays)
         files["weights.npz"] = weights.getvalue()
     files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
