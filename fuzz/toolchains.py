@@ -7,9 +7,9 @@ this module builds one virtual environment per toolchain with uv (fast, and it
 caches wheels and hard-links them, so a second version costs seconds), installs
 this harness into it (from a source checkout: editable, so the harness is always
 today's code and only the toolchain moves; from an installed wheel: the wheel's
-dependencies plus a copy of its three packages, keyed by their content), caches it
-under a key of its pins, and runs ``python -m fuzz`` inside it. uv does not read pip's configuration, so the index, find-links,
-constraints and certificate pip uses here are handed to uv explicitly; that is
+dependencies plus a copy of its three packages, keyed by their content), caches
+it under a key of its pins, and runs ``python -m fuzz`` inside it. uv does not
+read pip's configuration, so the index, find-links, constraints and certificate pip uses here are handed to uv explicitly; that is
 also what keeps torch on the local CPU wheel instead of a multi-GB CUDA build.
 """
 

@@ -30,7 +30,8 @@ from fuzz.sample import Sample
 from fuzz.targets import Target
 from oracles.results import Failure, Stage, TargetResult
 
-__all__ = ["WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob", "STDERR_TAIL_BYTES"]
+__all__ = ["WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob",
+           "STDERR_TAIL_BYTES"]
 
 STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
