@@ -9,8 +9,9 @@ this harness into it (from a source checkout: editable, so the harness is always
 today's code and only the toolchain moves; from an installed wheel: the wheel's
 dependencies plus a copy of its three packages, keyed by their content), caches
 it under a key of its pins, and runs ``python -m fuzz`` inside it. uv does not
-read pip's configuration, so the index, find-links, constraints and certificate pip uses here are handed to uv explicitly; that is
-also what keeps torch on the local CPU wheel instead of a multi-GB CUDA build.
+read pip's configuration, so the index, find-links, constraints and
+certificate pip uses here are handed to uv explicitly; that is also what keeps
+torch on the local CPU wheel instead of a multi-GB CUDA build.
 """
 
 from __future__ import annotations
