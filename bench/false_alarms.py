@@ -46,30 +46,6 @@ def without_known_wrong_answers(sample: Any) -> bool:
     return config.weighted_pooling is None and not config.per_sample_weights
 
 
-def draw_samples(count: int, seed: int) -> list[Any]:
-    """``count`` samples from the default strategies, known-bug configs filtered out."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-
-    from strategies import samples
-
-    drawn: list[Any] = []
-    seen: set[tuple[str, int, bytes]] = set()  # Hypothesis may draw one sample more than once
-
-    @hypothesis_seed(seed)
-    @settings(max_examples=count * 20, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(samples())
-    def collect(sample: Any) -> None:
-        key = (sample.config.to_json(), sample.seed, sample.npz_bytes())
-        if len(drawn) < count and without_known_wrong_answers(sample) and key not in seen:
-            seen.add(key)
-            drawn.append(sample)
-
-    collect()
-    return drawn
-
-
 def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path,
           keep: Path | None = None) -> dict[str, Any]:
     from fuzz.coverage import shape_class
@@ -145,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     from fuzz.targets import TARGETS, available_targets
 
     targets = args.targets.split(",") if args.targets else available_targets(TARGETS)
-    samples = draw_samples(args.samples, args.seed)
+    from strategies.draw import draw_samples
+
+    samples = draw_samples(args.samples, args.seed, without_known_wrong_answers)
     print(f"{len(samples)} samples, {len(targets)} targets: {','.join(targets)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dlrm-fuzz-sweep-") as cache:
         report = sweep(samples, targets, args.workers, Path(cache), args.keep)

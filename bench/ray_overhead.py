@@ -28,25 +28,6 @@ from typing import Any
 import numpy as np
 
 
-def draw_samples(n: int, seed: int) -> list[Any]:
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as seeded
-
-    from strategies import samples
-
-    drawn: list[Any] = []
-
-    @settings(database=None, deadline=None, max_examples=n, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), print_blob=False)
-    @seeded(seed)
-    @given(samples())
-    def collect(sample: Any) -> None:
-        drawn.append(sample)
-
-    collect()
-    return drawn[:n]
-
-
 def feed(pool: Any, jobs: list[Any], in_flight: int) -> list[Any]:
     """Keep ``in_flight`` jobs submitted until all are answered; answers in order."""
     answers: dict[int, Any] = {}
@@ -149,6 +130,7 @@ def main() -> None:
     from fuzz.raypool import RayPool
     from fuzz.targets import EAGER, REFERENCE, resolve_targets
     from fuzz.workers import ExecuteJob, WorkerPool
+    from strategies.draw import draw_samples
 
     targets = resolve_targets([REFERENCE, EAGER, *args.targets.split(",")], check_available=True)
     samples = draw_samples(args.samples, args.seed)

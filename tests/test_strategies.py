@@ -126,3 +126,15 @@ def test_argument_validation() -> None:
         ConfigLimits(max_rows=0)
     with pytest.raises(TypeError, match="limits="):
         dlrm_configs(limits={"max_rows": 3})  # type: ignore[arg-type]
+
+
+def test_draw_samples_gives_distinct_accepted_samples() -> None:
+    from strategies.draw import draw_samples
+
+    def single_table(s: Sample) -> bool:
+        return s.config.num_tables == 1
+
+    drawn = draw_samples(12, seed=3, accept=single_table)
+    assert len(drawn) == 12 and all(single_table(s) for s in drawn)
+    keys = {(s.config.to_json(), s.seed, s.npz_bytes()) for s in drawn}
+    assert len(keys) == 12
