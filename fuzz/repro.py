@@ -245,7 +245,7 @@ def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | 
     if found is None:
         return None
     node, index = found
-    args, kwargs = _captured(exported, entry, node)
+    args, kwargs = _captured(exported, entry, target, node)
     tensors: list[Any] = []
     call = _render_call(node.target, args, kwargs, tensors)
     if index is not None or isinstance(node.meta.get("val"), (tuple, list)):
@@ -279,10 +279,14 @@ def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
     return None
 
 
-def _captured(exported: Any, entry: CorpusEntry, node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The real arguments ``node`` received in an eager run of batch 0."""
+def _captured(exported: Any, entry: CorpusEntry, target: IreeTarget,
+              node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The real arguments ``node`` received in an eager run of batch 0 (after
+    the seed's weights, where they are program inputs)."""
     import torch
     import torch.fx
+
+    from fuzz.pipeline import Timer
 
     captured: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
@@ -294,7 +298,9 @@ def _captured(exported: Any, entry: CorpusEntry, node: Any) -> tuple[tuple[Any, 
             return super().run_node(n)
 
     state = _state(exported)
-    flat = [torch.from_numpy(np.ascontiguousarray(a)) for a in entry.sample.batches[0].flat()]
+    lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
+    flat = [torch.from_numpy(np.ascontiguousarray(a))
+            for a in [*lead, *entry.sample.batches[0].flat()]]
     inputs = [state[s.arg.name] if s.kind.name != "USER_INPUT" else flat.pop(0)
               for s in exported.graph_signature.input_specs]
     with torch.no_grad():

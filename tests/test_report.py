@@ -76,3 +76,41 @@ def test_report_and_repro_commands_on_a_real_folder_and_bad_input(tmp_path: Path
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "bucket='nope': no such case" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path,
+                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The report phase runs one job per bucket: a job that hits a bug of
+    ours is recorded in that case and in the campaign's harness errors (exit 3
+    with the summary), and every other bucket still gets its report."""
+    from types import SimpleNamespace
+
+    from fuzz.campaign import Campaign, CampaignOptions, CampaignReport
+    from fuzz.workers import HarnessFault
+
+    root = tmp_path / "corpus"
+    entries = _entries()
+    for entry in entries:
+        corpus.save(root, entry)
+    buckets = [e.bucket for e in entries]
+    monkeypatch.setattr(CampaignReport, "new_buckets",
+                        property(lambda self: [SimpleNamespace(bucket=b) for b in buckets]))
+    fine = {"repro": {"status": "reproduces", "kind": "model", "target": "iree-cpu", "lines": 9,
+                      "exit_code": 1}, "tools": []}
+
+    class Pool:
+        def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]
+            assert faults and [j.folder.rsplit("/", 1)[-1] for j in jobs] == buckets
+            return [fine, HarnessFault("report", "Traceback ...\nIndexError: pop from empty list"),
+                    fine]
+
+    campaign = Campaign(CampaignOptions(corpus_dir=root, targets=("fake-ok",)))
+    campaign.pool = Pool()
+    campaign._write_reports()
+    assert campaign.report.harness_errors == [
+        "report of runtime_error-bbb: IndexError: pop from empty list"]
+    assert campaign.report.repro_status["mismatch-aaa"] == "reproduces"
+    assert campaign.report.repro_status["export_error-ccc"] == "reproduces"
+    assert (root / "export_error-ccc" / "REPORT.md").is_file()
+    status = json.loads((root / "runtime_error-bbb" / "case.json").read_text())["repro_status"]
+    assert "bug in dlrm-fuzz: IndexError: pop from empty list" in status

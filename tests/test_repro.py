@@ -139,8 +139,11 @@ def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) 
 # -- pipeline tier ----------------------------------------------------------------
 
 @pytest.mark.pipeline
-def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path) -> None:
-    sample = tiny_sample(one_table(weighted_pooling="fixed"))
+@pytest.mark.parametrize("weights", ["inline", "inputs"])
+def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path, weights: str) -> None:
+    """The op's operands are captured from an eager run of the exported
+    program; with weights as inputs the seed's weights lead its inputs."""
+    sample = tiny_sample(one_table(weighted_pooling="fixed", weights=weights))
     repro = write_repro(tmp_path, weighted_entry(sample), timeout_s=300)
     assert (repro.kind, repro.target) == ("single-op", "iree-cpu")
     assert repro.lines <= 40, repro.lines

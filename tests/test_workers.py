@@ -90,5 +90,8 @@ def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> Non
     assert "KeyError: 'a bug of ours'" in fault.traceback and fault.target == "buggy"
     with pytest.raises(HarnessError, match="bug in dlrm-fuzz while running buggy"):
         pool.run([_BuggyJob()])
+    fault, fine = pool.run([_BuggyJob(), (resolve_targets(["fake-ok"])[0], tiny_sample())],
+                           faults=True)  # independent jobs: the fault is an answer
+    assert isinstance(fault, HarnessFault) and fine.failure is None
     (ok,) = pool.run([(resolve_targets(["fake-ok"])[0], tiny_sample())])
     assert ok.failure is None and pool.replaced == replaced  # same workers, still working
