@@ -8,8 +8,9 @@
 3. A campaign replayed against a warm artifact cache versus cold. Aim: warm
    >= 10x faster.
 4. Samples per minute over the default targets, the old engine (a barrier
-   after each sample, every sample to every target) vs today's (no barrier,
-   the scheduler), same seed, same budget, cold cache. Aim: >= 3x.
+   after each sample, every sample to every target, weights inline: one
+   compile per weight seed) vs today's (no barrier, the scheduler, weights as
+   inputs for most samples), same seed, same budget, cold cache. Aim: >= 3x.
 5. Time to the first discovery of each bucket over seeds 1..3 (today's
    engine): median and max per bucket.
 6. Busy fraction of today's engine: job seconds / (wall seconds x workers).
@@ -97,7 +98,7 @@ def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None,
     options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
                               targets=targets, workers=2, cache_dir=root / f"cache-{tag}",
                               replay=False, shrink=False, report=False,
-                              schedule=not old, barrier=old)
+                              schedule=not old, barrier=old, inline_weights=old)
     report = run_campaign(options)
     summary = report.summary()
     summary["samples_per_minute"] = report.samples / max(report.elapsed_s, 1e-9) * 60

@@ -69,6 +69,9 @@ class CampaignOptions:
     schedule: bool = True
     # Finish each sample before the next starts (the old engine; for benchmarks).
     barrier: bool = False
+    # Every sample's weights inline, no extra weight draws: one compile per
+    # weight seed, as before weights could be inputs (for benchmarks).
+    inline_weights: bool = False
     # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
     ray: str | None = None
     ray_gpu_workers: int = 0
@@ -227,6 +230,7 @@ class Campaign:
         # generated samples waiting to be triaged, oldest first.
         self._open: dict[int, tuple[_InFlight, int]] = {}
         self._flights: list[_InFlight] = []
+        self._phase_name = "start"
         self.scheduler = Scheduler(seed=options.seed) if options.schedule else None
 
     # -- the engine -------------------------------------------------------------
@@ -250,6 +254,13 @@ class Campaign:
                             self._phase("shrink", lambda: self._shrink(deadline))
                         if options.report:
                             self._phase("report", self._write_reports)
+                    except HarnessError as exc:
+                        # A bug of ours (or a lost cluster) ends the campaign,
+                        # never its summary of what was found so far.
+                        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+                        self.report.harness_errors.append(
+                            f"{self._phase_name} phase stopped: {lines[0]}"
+                            + (f" ... {lines[-1]}" if len(lines) > 1 else ""))
                     finally:
                         self.report.workers_replaced = pool.replaced
                         self.report.busy_s, self.report.workers = pool.busy_s, pool.slots
@@ -275,6 +286,7 @@ class Campaign:
                        address=options.ray, gpu_workers=options.ray_gpu_workers)
 
     def _phase(self, name: str, body: Callable[[], None]) -> None:
+        self._phase_name = name
         if self._on_phase is not None:
             self._on_phase(name, self.report)
         began = time.monotonic()
@@ -397,6 +409,9 @@ class Campaign:
             if time.monotonic() >= self._generate_deadline(deadline):
                 raise _BudgetSpent
             self.report.samples += 1
+            if options.inline_weights:
+                sample = dataclasses.replace(
+                    sample, config=dataclasses.replace(sample.config, weights="inline"), draws=())
             chosen = self.scheduler.choose(sample, self.targets) if self.scheduler else self.targets
             flight = self._submit(sample, chosen, index=self.report.samples)
             flight.partial = len(chosen) < len(self.targets)
@@ -603,7 +618,11 @@ class Campaign:
         buckets = [f.bucket for f in self.report.new_buckets]
         buckets += [s.bucket for s in self.report.shrinks if s.replaced and s.bucket not in buckets]
         jobs = [BugReportJob(str(root / bucket), self.options.table) for bucket in buckets]
-        for bucket, answer in zip(buckets, self.pool.run(jobs) if jobs else []):
+        for bucket, answer in zip(buckets, self.pool.run(jobs, faults=True) if jobs else []):
+            if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
+                last = answer.traceback.strip().splitlines()[-1]
+                self.report.harness_errors.append(f"report of {bucket}: {last}")
+                answer = f"bug in dlrm-fuzz: {last}"
             with deferred():
                 self.report.repro_status[bucket] = file_bug_report(root, bucket, answer)
 

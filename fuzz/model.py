@@ -25,7 +25,7 @@ in float64: it is the exact value of the model that was compiled.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -37,7 +37,28 @@ from fuzz.config import DLRMConfig
 __all__ = ["DLRM", "FixedLengthDLRM", "rounding_spread", "output_magnitude", "build", "build_reference", "to_torch", "to_numpy", "tracing_example", "dynamic_shapes"]
 
 
-def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) -> nn.Sequential:
+class _Draws(Protocol):
+    """Where initial weights come from: ``np.random.RandomState`` (upstream's
+    initialisation, seeded), or ``_ZeroDraws`` when only the shapes matter."""
+
+    def uniform(self, low: float, high: float, size: Any) -> np.ndarray: ...
+
+    def normal(self, loc: float, scale: float, size: Any) -> np.ndarray: ...
+
+
+class _ZeroDraws:
+    """Every weight zero, float32 and never drawn: a model that is only
+    exported with its weights as inputs needs their shapes, not 10^6 random
+    rows (drawing those was most of a 10^6-row export's time)."""
+
+    def uniform(self, low: float, high: float, size: Any) -> np.ndarray:
+        return np.zeros(size, np.float32)
+
+    def normal(self, loc: float, scale: float, size: Any) -> np.ndarray:
+        return np.zeros(size, np.float32)
+
+
+def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: _Draws) -> nn.Sequential:
     """DLRM's ``create_mlp``: Linear + ReLU per layer, Sigmoid at ``sigmoid_layer``,
     with DLRM's Gaussian initialisation."""
     layers: list[nn.Module] = []
@@ -45,16 +66,16 @@ def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: np.random.RandomState) 
         n, m = widths[i], widths[i + 1]
         linear = nn.Linear(n, m, bias=True)
         linear.weight.data = torch.from_numpy(
-            rng.normal(0.0, np.sqrt(2 / (m + n)), size=(m, n)).astype(np.float32))
-        linear.bias.data = torch.from_numpy(rng.normal(0.0, np.sqrt(1 / m), size=m).astype(np.float32))
+            rng.normal(0.0, np.sqrt(2 / (m + n)), size=(m, n)).astype(np.float32, copy=False))
+        linear.bias.data = torch.from_numpy(rng.normal(0.0, np.sqrt(1 / m), size=m).astype(np.float32, copy=False))
         layers.append(linear)
         layers.append(nn.Sigmoid() if i == sigmoid_layer else nn.ReLU())
     return nn.Sequential(*layers)
 
 
-def _table_weights(rows: int, width: int, rng: np.random.RandomState) -> torch.Tensor:
+def _table_weights(rows: int, width: int, rng: _Draws) -> torch.Tensor:
     bound = np.sqrt(1 / rows)
-    return torch.from_numpy(rng.uniform(-bound, bound, size=(rows, width)).astype(np.float32))
+    return torch.from_numpy(rng.uniform(-bound, bound, size=(rows, width)).astype(np.float32, copy=False))
 
 
 class PlainTable(nn.Module):
@@ -82,7 +103,7 @@ class QRTable(nn.Module):
     combined by ``operation``."""
 
     def __init__(self, rows: int, width: int, collisions: int, operation: str,
-                 rng: np.random.RandomState, mode: str = "sum",
+                 rng: _Draws, mode: str = "sum",
                  include_last_offset: bool = False) -> None:
         super().__init__()
         self.collisions = collisions
@@ -113,7 +134,7 @@ class MDTable(nn.Module):
     """DLRM's ``PrEmbeddingBag``: a narrow table followed by a bias-free linear
     projection up to the base width (identity when already that wide)."""
 
-    def __init__(self, rows: int, width: int, base: int, rng: np.random.RandomState,
+    def __init__(self, rows: int, width: int, base: int, rng: _Draws,
                  include_last_offset: bool = False) -> None:
         super().__init__()
         self.bag = nn.EmbeddingBag(rows, width, mode="sum", include_last_offset=include_last_offset,
@@ -122,7 +143,7 @@ class MDTable(nn.Module):
         if width < base:
             proj = nn.Linear(width, base, bias=False)
             proj.weight.data = torch.from_numpy(
-                rng.normal(0.0, np.sqrt(2 / (width + base)), size=(base, width)).astype(np.float32))
+                rng.normal(0.0, np.sqrt(2 / (width + base)), size=(base, width)).astype(np.float32, copy=False))
             self.proj = proj
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
@@ -172,7 +193,7 @@ class DLRM(nn.Module):
     tensors, or per-table 2-D indices with ``offsets`` None. ``per_sample_weights``
     (only with the knob of that name) is laid out like the indices."""
 
-    def __init__(self, config: DLRMConfig, seed: int) -> None:
+    def __init__(self, config: DLRMConfig, seed: int | None) -> None:
         super().__init__()
         self.config = config
         # The dtype inputs are rounded to, the dtype arithmetic runs in and the
@@ -181,7 +202,7 @@ class DLRM(nn.Module):
         self.input_dtype = _TORCH_DTYPES[config.dtype]
         self.compute_dtype = self.input_dtype
         self.output_dtype = torch.float32
-        rng = np.random.RandomState(seed % 2**32)
+        rng: _Draws = _ZeroDraws() if seed is None else np.random.RandomState(seed % 2**32)
         last = config.include_last_offset
         tables: list[nn.Module] = []
         for k, rows in enumerate(config.ln_emb):
@@ -198,7 +219,7 @@ class DLRM(nn.Module):
                 tables.append(PlainTable(_table_weights(rows, config.base_width, rng),
                                          config.pooling, last, config.padding_idx))
         self.emb_l = nn.ModuleList(tables)
-        pooling = [torch.from_numpy(rng.uniform(-1.0, 1.0, size=rows).astype(np.float32))
+        pooling = [torch.from_numpy(rng.uniform(-1.0, 1.0, size=rows).astype(np.float32, copy=False))
                    for rows in config.ln_emb] if config.weighted_pooling else []
         if config.weighted_pooling == "learned":
             self.v_W_l = nn.ParameterList([nn.Parameter(w) for w in pooling])
@@ -279,9 +300,10 @@ class FixedLengthDLRM(DLRM):
 _QUANTIZE_MLP = {"qint8": "qint8", "float16": "float16"}
 
 
-def build(config: DLRMConfig, seed: int) -> DLRM:
+def build(config: DLRMConfig, seed: int | None) -> DLRM:
     """The model under test, in eval mode, weights drawn from ``seed`` (in
-    float32, then rounded to ``config.dtype``); with ``quantize_mlp``, every
+    float32, then rounded to ``config.dtype``; seed None: every weight zero,
+    for exporting with weights as inputs, where only shapes count); with ``quantize_mlp``, every
     ``nn.Linear`` dynamically quantized as upstream's ``quantize_mlp_with_bit``
     does (``torch.quantization.quantize_dynamic(dlrm, {nn.Linear}, dtype)``)."""
     model = _build(config, seed)
@@ -297,7 +319,7 @@ def build(config: DLRMConfig, seed: int) -> DLRM:
     return quantized.eval()
 
 
-def _build(config: DLRMConfig, seed: int) -> DLRM:
+def _build(config: DLRMConfig, seed: int | None) -> DLRM:
     model = (FixedLengthDLRM if config.input_layout == "fixed" else DLRM)(config, seed).eval()
     if config.dtype != "float32":
         model = model.to(_TORCH_DTYPES[config.dtype])

@@ -191,8 +191,9 @@ class CompiledTarget(Target):
         as_inputs = weights_as_inputs(config)
 
         def lower() -> str:
-            # With weights as inputs the program is the same for every seed.
-            model = timer.measure("build", lambda: build(config, 0 if as_inputs else seed))
+            # With weights as inputs the program is the same for every seed:
+            # exported from a model of zeros (shapes only, nothing drawn).
+            model = timer.measure("build", lambda: build(config, None if as_inputs else seed))
             inputs = tracing_example(config) if self.dynamic else example
             args = to_torch(inputs, config)
             spec = dynamic_shapes(config) if self.dynamic else None

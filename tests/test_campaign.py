@@ -55,6 +55,38 @@ def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> No
     assert summary["allocation"] and summary["busy_fraction"] == round(report.busy_fraction, 3)
 
 
+def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The benchmark's "before" (bench/throughput.py figure 4): with
+    ``barrier`` and ``inline_weights`` every sample is submitted alone, with
+    its weights inline and no extra draws; without them weights-as-inputs
+    samples (with draws) overlap."""
+    from fuzz.campaign import Campaign
+
+    submit = Campaign._submit
+
+    def record(old: bool) -> list[tuple[str, int, int]]:
+        seen: list[tuple[str, int, int]] = []
+
+        def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
+            if index is not None:
+                seen.append((sample.config.weights, len(sample.draws), len(self._flights)))
+            return submit(self, sample, targets, index)
+
+        monkeypatch.setattr(Campaign, "_submit", spy)
+        run_campaign(CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / f"c{old}",
+                                     targets=("fake-ok",), workers=2, max_samples=8,
+                                     shrink=False, replay=False, report=False,
+                                     barrier=old, inline_weights=old, schedule=not old))
+        return seen
+
+    old, new = record(True), record(False)
+    assert len(old) == len(new) == 8
+    assert {(weights, draws, busy) for weights, draws, busy in old} == {("inline", 0, 0)}
+    assert any(weights == "inputs" and draws for weights, draws, _ in new)
+    assert max(busy for _, _, busy in new) >= 1
+
+
 def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Blame compares targets: a sample the scheduler sent to only some of
@@ -103,3 +135,22 @@ def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
     assert news[0] | news[1] == set(buckets) and not news[0] & news[1]  # each stored by one
     for entry in entries:
         assert entry.seen_on and entry.sample.batches  # whole, loadable entries
+
+
+def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A HarnessError escaping a phase stops the campaign but returns its
+    report (the CLI prints the summary and exits 3), naming the phase."""
+    from fuzz.campaign import Campaign
+    from fuzz.workers import HarnessError
+
+    def broken(self) -> None:  # type: ignore[no-untyped-def]
+        raise HarnessError("bug in dlrm-fuzz while running report:x:\nTraceback\nIndexError: boom")
+
+    monkeypatch.setattr(Campaign, "_write_reports", broken)
+    report = run_campaign(CampaignOptions(budget_s=600, seed=1, corpus_dir=tmp_path / "c",
+                                          targets=("fake-raise",), workers=2, max_samples=1,
+                                          shrink=False, replay=False))
+    assert report.samples == 1 and len(report.new_buckets) == 1
+    assert report.harness_errors == ["report phase stopped: bug in dlrm-fuzz while running "
+                                     "report:x: ... IndexError: boom"]
+    assert report.summary()["harness_errors"] == report.harness_errors

@@ -35,6 +35,20 @@ def test_the_wrapped_model_computes_what_the_model_does(knobs: dict) -> None:
         assert torch.equal(wrapped(other, args), build(config, 6)(*args))
 
 
+@pytest.mark.parametrize("knobs", [{}, {"qr_flag": True, "qr_threshold": 5},
+                                   {"md_flag": True, "m_spa": (4, 2, 3), "md_threshold": 15},
+                                   {"weighted_pooling": "fixed"}, {"dtype": "float16"}])
+def test_the_export_model_has_every_shape_and_no_drawn_weight(knobs: dict) -> None:
+    """Weights-as-inputs programs are exported from ``build(config, None)``:
+    the seeded model's state, name for name and shape for shape, all zero."""
+    config = tiny_config(weights="inputs", **knobs)
+    seeded, zeros = build(config, 4), build(config, None)
+    assert state_names(zeros) == state_names(seeded)
+    for drawn, zero in zip(state_arrays(seeded), state_arrays(zeros)):
+        assert zero.shape == drawn.shape and zero.dtype == drawn.dtype
+        assert not zero.any() and drawn.any()
+
+
 @pytest.mark.parametrize("knobs", [{"dtype": "bfloat16"}, {"quantize_bits": 8},
                                    {"quantize_mlp": "qint8"}])
 def test_weights_that_cannot_all_be_inputs_stay_inline(knobs: dict) -> None:
