@@ -15,6 +15,7 @@ import collections
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -300,6 +301,8 @@ class WorkerPool(AnswerQueue):
             worker.process.join(timeout=5)
             _kill(worker.process)
         self._workers = []
+        # The workers' stderr files (read into CRASH results as workers die).
+        shutil.rmtree(self._log_dir, ignore_errors=True)
 
     def __enter__(self) -> "WorkerPool":
         return self

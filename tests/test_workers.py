@@ -48,6 +48,16 @@ def test_pool_still_works_after_crashes(pool: WorkerPool) -> None:
     assert results[0].failure is not None and results[1].failure is None
 
 
+def test_a_closed_pool_leaves_no_temporary_folder() -> None:
+    import os
+
+    with WorkerPool(1, timeout_s=10, memory_mb=1024, preload=False) as workers:
+        (crashed,) = workers.run([(resolve_targets(["fake-segfault"])[0], tiny_sample())])
+        assert crashed.failure is not None and crashed.failure.error_type == "SIGSEGV"
+        assert os.path.isdir(workers._log_dir)
+    assert not os.path.exists(workers._log_dir)
+
+
 def test_pool_rejects_zero_workers() -> None:
     with pytest.raises(ValueError, match="workers=0"):
         WorkerPool(0)
