@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz import corpus
 from fuzz.coverage import Coverage
@@ -34,7 +33,7 @@ from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, r
 from fuzz.triage import Finding, Triage
 from fuzz.workers import HarnessError, HarnessFault, WorkerPool
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
-from strategies import samples
+from strategies.draw import ROUND, each_sample
 
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
            "ShrinkRecord", "run_campaign", "dispatch_order", "PHASES"]
@@ -400,11 +399,6 @@ class Campaign:
         if options.max_samples == 0:  # replay and shrink only
             return
 
-        @settings(database=None, deadline=None, max_examples=options.max_samples or 10**9,
-                  phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-                  print_blob=False)
-        @seed(options.seed)
-        @given(samples())
         def check(sample: Sample) -> None:
             if time.monotonic() >= self._generate_deadline(deadline):
                 raise _BudgetSpent
@@ -424,8 +418,8 @@ class Campaign:
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
 
-        try:
-            check()
+        try:  # rounds of Hypothesis runs: strategies/draw.py says why
+            each_sample(options.seed, check, round_size=min(ROUND, options.max_samples or ROUND))
         except _BudgetSpent:
             pass
         while self._flights:  # what is in flight when the budget ends is still checked

@@ -8,10 +8,15 @@ one torch-mlir output type and shape mode, all decided together so the blame
 rules that compare backends of one lowering keep their evidence) crossed with
 the sample's feature set (``Sample.features()``: the code-path switches).
 
-- A cell never tried, or whose last outcome was anything but the same known
-  buckets again (a pass, a new bucket, a change), is always run.
+- A cell whose last outcome was anything but the same known buckets again
+  (a pass, a new bucket, a change) is always run.
 - A cell that landed in the same known buckets ``k >= 2`` times in a row is
   run with probability ``max(floor, 2^-(k-1))``.
+- A cell never tried is always run, unless its program group as a whole
+  landed in the same known buckets ``g >= 2`` samples in a row (on whatever
+  cells): then with probability ``max(new_floor, 2^-(g-1))``. Feature sets
+  are many (a campaign's 40 samples rarely repeat one), so without this a
+  lowering that fails every DLRM the same way would never be skipped.
 - No cell is skipped more than ``every - 1`` times in a row, so a fix (the
   cell passing, or failing differently) is noticed within ``every`` offers.
 
@@ -50,12 +55,16 @@ class CellRecord:
 class Scheduler:
     seed: int = 0
     floor: float = 1 / 8
+    new_floor: float = 1 / 4
     every: int = 8
     cells: dict[Cell, CellRecord] = field(default_factory=dict)
+    # Per program group, its streak over all its cells (the new cells' prior).
+    groups: dict[str, CellRecord] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not 0 < self.floor <= 1:
-            raise ValueError(f"floor={self.floor}: must be in (0, 1]")
+        for name in ("floor", "new_floor"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be in (0, 1]")
         if self.every < 1:
             raise ValueError(f"every={self.every}: must be >= 1")
         self._random = random.Random(self.seed)
@@ -64,9 +73,16 @@ class Scheduler:
     def cell(target: Target, sample: Sample) -> Cell:
         return (target.program_group, tuple(sample.features()))
 
-    def chance(self, record: CellRecord) -> float:
-        """The probability of running a cell with this record."""
-        if record.run == 0 or record.streak < 2 or record.skipped_in_row >= self.every - 1:
+    def chance(self, record: CellRecord, group: CellRecord | None = None) -> float:
+        """The probability of running a cell with this record (in a program
+        group with the record ``group``)."""
+        if record.skipped_in_row >= self.every - 1:
+            return 1.0
+        if record.run == 0:
+            if group is None or group.streak < 2:
+                return 1.0
+            return max(self.new_floor, 0.5 ** (group.streak - 1))
+        if record.streak < 2:
             return 1.0
         return max(self.floor, 0.5 ** (record.streak - 1))
 
@@ -78,7 +94,7 @@ class Scheduler:
             if cell not in decided:
                 record = self.cells.setdefault(cell, CellRecord())
                 record.offered += 1
-                run = self._random.random() < self.chance(record)
+                run = self._random.random() < self.chance(record, self.groups.get(cell[0]))
                 record.run += run
                 record.skipped_in_row = 0 if run else record.skipped_in_row + 1
                 decided[cell] = run
@@ -94,12 +110,13 @@ class Scheduler:
             landed.setdefault(self.cell(target, sample), set()).add(
                 buckets.get(target.name, "PASS"))
         for cell, outcome in landed.items():
-            record = self.cells.setdefault(cell, CellRecord())
             now = frozenset(outcome)
-            same_known = "PASS" not in now and now <= known and now == record.last
-            record.streak = record.streak + 1 if same_known else \
-                (1 if "PASS" not in now and now <= known else 0)
-            record.last = now
+            for record in (self.cells.setdefault(cell, CellRecord()),
+                           self.groups.setdefault(cell[0], CellRecord())):
+                same_known = "PASS" not in now and now <= known and now == record.last
+                record.streak = record.streak + 1 if same_known else \
+                    (1 if "PASS" not in now and now <= known else 0)
+                record.last = now
 
     def allocation(self) -> list[tuple[str, int, int, int]]:
         """Per program group: (group, cells, samples offered, samples run)."""

@@ -138,3 +138,43 @@ def test_draw_samples_gives_distinct_accepted_samples() -> None:
     assert len(drawn) == 12 and all(single_table(s) for s in drawn)
     keys = {(s.config.to_json(), s.seed, s.npz_bytes()) for s in drawn}
     assert len(keys) == 12
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_short_campaigns_stream_reaches_every_knob_value(seed: int) -> None:
+    """The first 40 samples of the campaign's stream (a 10-minute campaign on
+    2 cores checks about that many) hold every value of every generated knob:
+    Hypothesis' small-example start and clustering are kept to rounds of 10
+    (strategies/draw.py), and no knob value is drawn too rarely to show."""
+    from strategies.draw import each_sample
+
+    class Enough(BaseException):
+        pass
+
+    seen: list[Sample] = []
+
+    def take(sample: Sample) -> None:
+        seen.append(sample)
+        if len(seen) == 40:
+            raise Enough
+
+    with pytest.raises(Enough):
+        each_sample(seed, take)
+    values = {(k, v) for s in seen for k, v in s.config.to_dict().items()
+              if k in ("dtype", "quantize_mlp", "pooling", "include_last_offset",
+                       "per_sample_weights", "input_layout", "weights", "weighted_pooling",
+                       "index_dtype", "arch_interaction_op", "qr_flag", "md_flag")}
+    expected = {("dtype", "float32"), ("dtype", "float16"), ("dtype", "bfloat16"),
+                ("quantize_mlp", "none"), ("quantize_mlp", "qint8"), ("quantize_mlp", "float16"),
+                ("pooling", "sum"), ("pooling", "mean"), ("pooling", "max"),
+                ("input_layout", "lists"), ("input_layout", "stacked"), ("input_layout", "fixed"),
+                ("weights", "inline"), ("weights", "inputs"),
+                ("weighted_pooling", None), ("weighted_pooling", "fixed"),
+                ("weighted_pooling", "learned"), ("index_dtype", "int64"), ("index_dtype", "int32"),
+                ("arch_interaction_op", "dot"), ("arch_interaction_op", "cat"),
+                *((k, b) for k in ("include_last_offset", "per_sample_weights", "qr_flag", "md_flag")
+                  for b in (False, True))}
+    assert expected <= values, sorted(expected - values, key=str)
+    assert {s.config.padding_idx is None for s in seen} == {True, False}
+    assert {s.config.quantize_bits for s in seen} == {4, 8, 32}
+    assert len({(s.config.to_json(), s.seed, s.npz_bytes()) for s in seen}) == 40
