@@ -153,6 +153,8 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
         weighted, weights_in = None, False
     if weights_in:  # per-sample weights given as an input replace the model's own
         weighted = None
+    if huge:  # a pooling weight per row: 2^24+ floats per table in every model copy
+        weighted = None  # (the float64 reference's ran out of a worker's memory)
     if path == "quantized":
         dtype = "float32"
     if quantize_mlp != "none":  # upstream quantizes float32 MLPs

@@ -5,6 +5,7 @@ bucket per failure kind, and loses no result of the healthy target."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from fuzz import corpus
@@ -59,10 +60,21 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The benchmark's "before" (bench/throughput.py figure 4): with
     ``barrier`` and ``inline_weights`` every sample is submitted alone, with
-    its weights inline and no extra draws; without them weights-as-inputs
-    samples (with draws) overlap."""
+    its weights inline and no extra draws; without them the same stream's
+    weights-as-inputs samples keep their form and draws."""
+    import fuzz.campaign
     from fuzz.campaign import Campaign
+    from tests.helpers import tiny_config, tiny_sample
 
+    stream = [tiny_sample(tiny_config(weights=w), seed=i) for i, w in enumerate(["inputs", "inline"] * 3)]
+    stream = [dataclasses.replace(s, draws=(7, 8)) if s.config.weights == "inputs" else s
+              for s in stream]
+
+    def fixed_stream(seed, body, round_size):  # type: ignore[no-untyped-def]
+        for sample in stream:
+            body(sample)
+
+    monkeypatch.setattr(fuzz.campaign, "each_sample", fixed_stream)
     submit = Campaign._submit
 
     def record(old: bool) -> list[tuple[str, int, int]]:
@@ -75,16 +87,15 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
 
         monkeypatch.setattr(Campaign, "_submit", spy)
         run_campaign(CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / f"c{old}",
-                                     targets=("fake-ok",), workers=2, max_samples=8,
-                                     shrink=False, replay=False, report=False,
-                                     barrier=old, inline_weights=old, schedule=not old))
+                                     targets=("fake-ok",), workers=2, shrink=False,
+                                     replay=False, report=False, barrier=old,
+                                     inline_weights=old, schedule=not old))
         return seen
 
     old, new = record(True), record(False)
-    assert len(old) == len(new) == 8
-    assert {(weights, draws, busy) for weights, draws, busy in old} == {("inline", 0, 0)}
-    assert any(weights == "inputs" and draws for weights, draws, _ in new)
-    assert max(busy for _, _, busy in new) >= 1
+    assert [(w, d) for w, d, _ in old] == [("inline", 0)] * 6
+    assert all(busy == 0 for _, _, busy in old)  # submitted alone
+    assert [(w, d) for w, d, _ in new] == [("inputs", 2), ("inline", 0)] * 3
 
 
 def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(

@@ -47,6 +47,7 @@ def test_every_code_path_is_reachable(name: str, predicate: Callable[[DLRMConfig
     assert predicate(found)
 
 
+@pytest.mark.slow  # 22-50 s each (searches); the slow tier: python3 -m tox -e slow
 @pytest.mark.parametrize("name, predicate", [
     ("empty bag", lambda s: any((b.bag_lengths(k) == 0).any() for b in s.batches
                                 for k in range(s.config.num_tables))),
@@ -103,6 +104,7 @@ def test_shrinks_to_the_plainest_dlrm() -> None:
     assert len(smallest.batches) == 1 and smallest.draws == ()
 
 
+@pytest.mark.slow  # 51 s; Hypothesis' shrink was cut short in a loaded full run (2 tables left)
 def test_failure_needing_pooling_shrinks_to_just_pooling() -> None:
     found = _shrunk(lambda s: s.config.weighted_pooling is not None)
     c = found.config
