@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-
 from fuzz import corpus
 from fuzz.coverage import Coverage
 from fuzz.corpus import CorpusEntry
@@ -169,6 +168,13 @@ class _InFlight:
     partial: bool = False  # the scheduler left some targets out
 
 
+def _headline(error: object) -> str:
+    """A bug of ours in one line: its first line (what was running) and,
+    for a traceback, its last (the exception)."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return lines[0] + (f" ... {lines[-1]}" if len(lines) > 1 else "")
+
+
 class _BudgetSpent(BaseException):
     """Ends Hypothesis' loop without being taken for a failing example."""
 
@@ -256,10 +262,8 @@ class Campaign:
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
                         # never its summary of what was found so far.
-                        lines = str(exc).strip().splitlines() or [type(exc).__name__]
                         self.report.harness_errors.append(
-                            f"{self._phase_name} phase stopped: {lines[0]}"
-                            + (f" ... {lines[-1]}" if len(lines) > 1 else ""))
+                            f"{self._phase_name} phase stopped: {_headline(exc)}")
                     finally:
                         self.report.workers_replaced = pool.replaced
                         self.report.busy_s, self.report.workers = pool.busy_s, pool.slots
@@ -464,10 +468,8 @@ class Campaign:
         try:
             self._triage(flight, file=True)
         except HarnessError as exc:
-            first = str(exc).strip().splitlines()
             self.report.harness_errors.append(
-                f"sample {flight.index} ({flight.sample.describe()}): {first[0]} "
-                f"{first[-1] if len(first) > 1 else ''}".strip())
+                f"sample {flight.index} ({flight.sample.describe()}): {_headline(exc)}")
 
     def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
         """All targets on one sample, triaged now (replay, matrix, shrink);
