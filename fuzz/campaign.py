@@ -105,6 +105,8 @@ class CampaignReport:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
     harness_errors: list[str] = field(default_factory=list)
+    # Samples whose eager references did not fit a worker's memory cap.
+    skipped: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -140,7 +142,8 @@ class CampaignReport:
                 "new_buckets": [f.bucket for f in self.new_buckets],
                 "phase_seconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
                 "workers_replaced": self.workers_replaced,
-                "harness_errors": list(self.harness_errors), "interrupted": self.interrupted,
+                "harness_errors": list(self.harness_errors), "skipped": list(self.skipped),
+                "interrupted": self.interrupted,
                 "coverage": self.coverage.to_dict(),
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
@@ -496,7 +499,10 @@ class Campaign:
         try:
             outcomes = self.triage.outcomes(results, reference, eager, sample)
         except ReferenceFailed as exc:
-            self.report.harness_errors.append(f"{sample.describe()}: {exc}")
+            if exc.out_of_memory:  # too big for a worker's memory cap: skipped, no one's bug
+                self.report.skipped.append(f"sample {flight.index} ({sample.describe()}): {exc}")
+            else:
+                self.report.harness_errors.append(f"{sample.describe()}: {exc}")
             return []
         judged = {t.name: t for t in ordered}
         if eager.target in outcomes:  # eager float32 itself failed: PyTorch's bug

@@ -426,6 +426,9 @@ def _summary(console: Console, report: CampaignReport) -> None:
     if report.allocation:
         _row(head, "re-run on every target", f"{report.confirm_runs} samples (a new bucket "
                                              "seen on a partial schedule)")
+    if report.skipped:
+        _row(head, "skipped samples", f"{len(report.skipped)} (eager PyTorch ran out of a "
+                                      "worker's memory: raise --memory-mb to check them)")
     if report.interrupted is not None:
         _row(head, "stopped by", signal.Signals(report.interrupted).name)
     console.print(head)

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fuzz.cache import ArtifactCache
-from fuzz.pipeline import StageFailure, Timer
+from fuzz.pipeline import StageFailure, Timer, memory_stage
 from fuzz.sample import Sample
 from fuzz.targets import Target
 from oracles.compare import Comparison, Tolerance, compare
@@ -72,7 +72,10 @@ def first_divergent_op(target: Target, sample: Sample, batch: int, tolerance: To
                                       f"pass 0..{len(sample.batches) - 1}")
     if not target.compiles_modules:
         return _not_found(f"target={target.name!r} cannot compile a module with extra outputs")
-    return _localize(target, sample, batch, tolerance, timer or Timer(), cache)
+    try:
+        return _localize(target, sample, batch, tolerance, timer or Timer(), cache)
+    except StageFailure as failure:  # eager PyTorch over the memory cap (memory_stage)
+        return _not_found(f"{failure.stage}: {failure.error_type}: {failure.message[:300]}")
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, 
     export_args = to_torch(tracing_example(config) if dynamic else flat, config)
     spec = dynamic_shapes(config) if dynamic else None
     try:
-        model = build(config, sample.seed)
+        model = memory_stage("build", lambda: build(config, sample.seed))
         exported = timer.measure("export", lambda: pipeline.export(model, export_args, spec))
     except StageFailure as failure:
         return _toolchain_failed("exporting the model", failure)
@@ -176,8 +179,9 @@ def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: 
     except StageFailure as failure:
         return _toolchain_failed("re-checking the target's own program", failure).note
     with torch.no_grad():
-        ref = build_reference(config, sample.seed)(*to_torch(flat, config, torch.float64))
-        eager = build(config, sample.seed)(*to_torch(flat, config))
+        ref = memory_stage("run", lambda: build_reference(config, sample.seed)(
+            *to_torch(flat, config, torch.float64)))
+        eager = memory_stage("run", lambda: build(config, sample.seed)(*to_torch(flat, config)))
     return not compare(ref.numpy(), eager.numpy(), got, tolerance).ok
 
 
@@ -291,11 +295,11 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
 
     try:
         with torch.no_grad():
-            eager32 = to_numpy(graph_module(*args))
+            eager32 = memory_stage("run", lambda: to_numpy(graph_module(*args)))
             with warnings.catch_warnings():  # torch's own TreeSpec deprecation, on copy
                 warnings.simplefilter("ignore", FutureWarning)
                 twin = _in_float64(copy.deepcopy(graph_module).to(torch.float64))
-            ref64 = to_numpy(twin(*(to64(a) for a in args)))
+            ref64 = memory_stage("run", lambda: to_numpy(twin(*(to64(a) for a in args))))
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         if not any(config.table_kind(k) == "quantized" for k in range(config.num_tables)):
             raise

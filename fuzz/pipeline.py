@@ -23,7 +23,7 @@ import numpy as np
 
 from oracles.results import Failure, Stage
 
-__all__ = ["StageFailure", "Timer", "run_stage", "export", "lower", "compile_vmfb", "LoadedModule"]
+__all__ = ["StageFailure", "Timer", "run_stage", "out_of_memory", "memory_stage", "export", "lower", "compile_vmfb", "LoadedModule"]
 
 T = TypeVar("T")
 
@@ -65,6 +65,30 @@ class StageFailure(Exception):
     @program.setter
     def program(self, text: str | None) -> None:
         self.failure = dataclasses.replace(self.failure, program=text)
+
+
+# What an allocation refused under a worker's address-space cap says: Python's
+# MemoryError, or PyTorch's CPU allocator as a RuntimeError.
+_ALLOCATION_REFUSED = ("can't allocate memory", "DefaultCPUAllocator", "not enough memory")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation the process's memory cap refused: a
+    resource limit of this machine, not a bug of the code that asked."""
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and any(text in str(exc) for text in _ALLOCATION_REFUSED))
+
+
+def memory_stage(stage: str, fn: Callable[[], T]) -> T:
+    """Run eager code of ours as ``stage``: an allocation refused by the memory
+    cap becomes a ``StageFailure`` of type MemoryError (the sample is too big
+    for this worker), any other exception stays a bug of ours and propagates."""
+    try:
+        return fn()
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+        raise StageFailure(stage, "MemoryError", str(exc)[:1000]) from exc
 
 
 @dataclass

@@ -26,7 +26,7 @@ import numpy as np
 
 from fuzz.cache import ArtifactCache, cache_key
 from fuzz.config import DLRMConfig
-from fuzz.pipeline import StageFailure, Timer
+from fuzz.pipeline import StageFailure, Timer, memory_stage
 from fuzz.versions import tool_versions
 from oracles.results import Failure
 
@@ -121,7 +121,7 @@ class EagerTarget(Target):
         from fuzz.model import build, build_reference
 
         factory = build_reference if self.dtype == "float64" else build
-        return timer.measure("build", lambda: factory(config, seed))
+        return timer.measure("build", lambda: memory_stage("build", lambda: factory(config, seed)))
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         import torch
@@ -140,7 +140,7 @@ class EagerTarget(Target):
             # can move each output (oracles.compare; a second output).
             return [out.numpy().astype(np.float64), rounding_spread(artifact, *args).numpy()]
 
-        return timer.measure("run", forward)
+        return timer.measure("run", lambda: memory_stage("run", forward))
 
 
 @dataclass(frozen=True)

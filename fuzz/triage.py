@@ -21,7 +21,7 @@ from fuzz.sample import Sample
 from fuzz.targets import Target
 from fuzz.workers import WorkerPool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
-                     blame, judge, same_wrong_answer)
+                     blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
 
 __all__ = ["Finding", "LocalizeJob", "Triage", "culprit_of", "PREFERRED_REPRESENTATIVES"]
@@ -110,6 +110,8 @@ class Triage:
         the eager target's name) and the others are judged against float64
         alone (no eager slack in the tolerance)."""
         tolerance = self.tolerance_for(sample)
+        if eager.failure is not None and eager.failure.error_type == "MemoryError":
+            raise reference_failed(eager)  # too big for a worker: no one's bug
         if reference.failure is None and eager.failure is not None:
             judged = {name: judge(result, reference, reference, tolerance)
                       for name, result in results.items()}

@@ -7,21 +7,34 @@ from oracles.compare import Tolerance, compare
 from oracles.results import Stage, TargetResult
 from oracles.verdict import Outcome, Verdict
 
-__all__ = ["judge", "ReferenceFailed"]
+__all__ = ["judge", "ReferenceFailed", "reference_failed"]
 
 _DETAIL_CHARS = 8000
 
 
 class ReferenceFailed(RuntimeError):
-    """Eager PyTorch could not evaluate the sample: the sample is ours to fix."""
+    """Eager PyTorch could not evaluate the sample: the sample is ours to fix,
+    unless ``out_of_memory``: then it is too big for a worker's memory cap
+    (a limit of the machine: the sample is skipped, not a bug of anyone's)."""
+
+    def __init__(self, message: str, out_of_memory: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_memory = out_of_memory
+
+
+def reference_failed(ref: TargetResult) -> ReferenceFailed:
+    """The error for a reference (eager float64 or float32) that failed."""
+    assert ref.failure is not None
+    return ReferenceFailed(f"{ref.target} failed in {ref.failure.stage}: "
+                           f"{ref.failure.error_type}: {ref.failure.message[:300]}",
+                           out_of_memory=ref.failure.error_type == "MemoryError")
 
 
 def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
           tolerance: Tolerance = Tolerance()) -> Outcome:
     for ref in (reference, eager):
         if ref.failure is not None:
-            raise ReferenceFailed(f"{ref.target} failed in {ref.failure.stage}: "
-                                  f"{ref.failure.error_type}: {ref.failure.message[:300]}")
+            raise reference_failed(ref)
     if result.failure is not None:
         failure = result.failure
         verdict, line, op = classify(failure)

@@ -165,3 +165,28 @@ def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypa
     assert report.harness_errors == ["report phase stopped: bug in dlrm-fuzz while running "
                                      "report:x: ... IndexError: boom"]
     assert report.summary()["harness_errors"] == report.harness_errors
+
+
+def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Three 2^23-row tables: float32 eager fits a 2000 MiB worker, the float64
+    reference does not (PyTorch's allocator refuses). The sample is skipped
+    and counted; the campaign goes on, with no harness error (exit 0)."""
+    import fuzz.campaign
+    from tests.helpers import tiny_config, tiny_sample
+
+    stream = [tiny_sample(tiny_config(ln_emb=(2 ** 23,) * 3)), tiny_sample()]
+
+    def fixed_stream(seed, body, round_size):  # type: ignore[no-untyped-def]
+        for sample in stream:
+            body(sample)
+
+    monkeypatch.setattr(fuzz.campaign, "each_sample", fixed_stream)
+    report = run_campaign(CampaignOptions(budget_s=600, seed=1, corpus_dir=tmp_path / "c",
+                                          targets=("fake-ok",), workers=1, memory_mb=2000,
+                                          shrink=False, replay=False, report=False))
+    assert report.harness_errors == []
+    assert len(report.skipped) == 1 and "eager-f64 failed in" in report.skipped[0]
+    assert "MemoryError" in report.skipped[0]
+    assert report.outcomes[("fake-ok", "PASS")] == 1 and report.findings == []
+    assert report.summary()["skipped"] == report.skipped

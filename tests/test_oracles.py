@@ -265,3 +265,45 @@ def test_blame_the_same_runtime_crash_on_two_backends_is_the_runtimes() -> None:
                          owner, LINALG) for t, owner in (("iree-cpu", "iree:llvm-cpu"),
                                                          ("iree-vmvx", "iree:vmvx"))]
     assert {b.owner for b in blame(crash)} == {"iree:runtime"}
+
+
+def test_a_reference_out_of_memory_is_no_ones_bug_and_says_so() -> None:
+    """A float64 reference (or eager float32) refused memory by the worker's
+    cap raises ReferenceFailed marked ``out_of_memory`` (the campaign skips
+    the sample); any other reference failure is a bug of ours."""
+    from fuzz.pipeline import StageFailure, memory_stage
+    from oracles import ReferenceFailed, judge
+
+    def refuse() -> None:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: "
+                           "can't allocate memory: you tried to allocate 268435456 bytes.")
+
+    with pytest.raises(StageFailure) as caught:
+        memory_stage("run", refuse)
+    assert (caught.value.stage, caught.value.error_type) == (Stage.RUN, "MemoryError")
+    with pytest.raises(ValueError):  # not an allocation: stays a bug of ours
+        memory_stage("run", lambda: int("x"))
+    got = TargetResult("iree-cpu", [np.array([[0.5]], np.float32)])
+    eager = TargetResult("eager", [np.array([[0.5]], np.float32)])
+    for error_type, oom in (("MemoryError", True), ("RuntimeError", False)):
+        ref = TargetResult("eager-f64", [], failure=Failure(Stage.RUN, error_type, "no"))
+        with pytest.raises(ReferenceFailed) as failed:
+            judge(got, ref, eager)
+        assert failed.value.out_of_memory is oom and "eager-f64 failed in run" in str(failed.value)
+
+
+def test_eager_float32_out_of_memory_skips_the_sample_but_its_other_failures_are_findings() -> None:
+    from fuzz.triage import Triage
+    from oracles import ReferenceFailed
+
+    triage = Triage(None, Tolerance())  # type: ignore[arg-type]  # outcomes() runs no job
+    ref = TargetResult("eager-f64", [np.array([[0.5]])])
+    got = {"iree-cpu": TargetResult("iree-cpu", [np.array([[0.5]], np.float32)])}
+    starved = TargetResult("eager", [], failure=Failure(Stage.BUILD, "MemoryError", "no"))
+    with pytest.raises(ReferenceFailed) as failed:
+        triage.outcomes(got, ref, starved)
+    assert failed.value.out_of_memory
+    broken = TargetResult("eager", [], failure=Failure(Stage.RUN, "RuntimeError", "bad kernel"))
+    outcomes = triage.outcomes(got, ref, broken)
+    assert outcomes["iree-cpu"].verdict is Verdict.PASS
+    assert outcomes["eager"].verdict is not Verdict.PASS
