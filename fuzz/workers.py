@@ -37,6 +37,7 @@ __all__ = ["WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "
 STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
 _STARTUP_TIMEOUT_S = 300.0
+_START_ATTEMPTS = 3  # tries to start a replacement worker before giving up
 
 
 class HarnessError(RuntimeError):
@@ -277,13 +278,24 @@ class WorkerPool(AnswerQueue):
                                f"{_tail(worker.stderr_path)}") from exc
 
     def _replace(self, index: int) -> None:
+        """A fresh worker in ``index``'s place. A replacement that does not
+        start (a machine overloaded for minutes) is killed and tried again:
+        only ``_START_ATTEMPTS`` failures in a row are a HarnessError."""
         old = self._workers[index]
         _kill(old.process)
         old.conn.close()
         self.replaced += 1
-        new = self._start()
-        self._workers[index] = new
-        self._await_ready(new)
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            new = self._start()
+            self._workers[index] = new
+            try:
+                self._await_ready(new)
+                return
+            except HarnessError:
+                _kill(new.process)
+                new.conn.close()
+                if attempt == _START_ATTEMPTS:
+                    raise
 
     def close(self) -> None:
         """Stop every worker: idle ones are asked to exit, busy ones (a compile

@@ -105,3 +105,31 @@ def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> Non
     assert isinstance(fault, HarnessFault) and fine.failure is None
     (ok,) = pool.run([(resolve_targets(["fake-ok"])[0], tiny_sample())])
     assert ok.failure is None and pool.replaced == replaced  # same workers, still working
+
+
+def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A machine loaded for minutes can make a replacement miss its start-up
+    deadline: the pool kills it and starts another (one failed start costs
+    nothing); only three failed starts in a row are a HarnessError."""
+    import fuzz.workers
+    from fuzz.workers import HarnessError
+
+    ready = WorkerPool._await_ready
+    refusals = {"left": 0}
+
+    def flaky(self, worker):  # type: ignore[no-untyped-def]
+        if refusals["left"]:
+            refusals["left"] -= 1
+            raise HarnessError("worker did not start within 300s: (simulated)")
+        return ready(self, worker)
+
+    monkeypatch.setattr(WorkerPool, "_await_ready", flaky)
+    segfault, ok = resolve_targets(["fake-segfault", "fake-ok"])
+    with WorkerPool(1, timeout_s=10, memory_mb=1024, preload=False) as workers:
+        refusals["left"] = fuzz.workers._START_ATTEMPTS - 1
+        crashed, fine = workers.run([(segfault, tiny_sample()), (ok, tiny_sample())])
+        assert crashed.failure is not None and fine.failure is None
+        assert refusals["left"] == 0
+        refusals["left"] = fuzz.workers._START_ATTEMPTS
+        with pytest.raises(HarnessError, match="did not start"):
+            workers.run([(segfault, tiny_sample())])
