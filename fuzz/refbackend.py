@@ -29,6 +29,7 @@ ENTRY = "main"
 # calling convention accepts more (f16, i8, i16, complex), but these are what a
 # DLRM program carries, and each one is tested.
 _NUMPY_OF_MLIR: dict[str, np.dtype[Any]] = {
+    "f16": np.dtype(np.float16),
     "f32": np.dtype(np.float32),
     "f64": np.dtype(np.float64),
     "i32": np.dtype(np.int32),
