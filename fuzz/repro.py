@@ -40,7 +40,7 @@ from fuzz.targets import TARGETS, CompiledTarget, IreeTarget, Target, VulkanTarg
 from oracles.results import Stage
 from oracles.verdict import Verdict
 
-__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts",
+__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts", "not_iree_note",
            "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]
 
 # What a repro may import: the toolchain under test, numpy, and the standard
@@ -156,9 +156,21 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         tried = f" (single-op form: {single.status if single else 'op not found in the graph'})"
     model = _attempt(folder, entry, target, "model", check, timeout_s)
     assert model is not None
+    if model.status.startswith("does not reproduce"):
+        tried += not_iree_note(entry, target)
     if tried and model.status != "reproduces":
         return dataclasses.replace(model, status=model.status + tried)
     return model
+
+
+def not_iree_note(entry: CorpusEntry, target: Target) -> str:
+    """Why an IREE repro may pass where the case failed: the bug was blamed on
+    a backend that is not IREE (torch-mlir's refbackend), and repros drive
+    IREE only; empty when the blamed component is on the repro's path."""
+    if entry.target == target.name or not entry.owner.startswith("torch-mlir:refbackend"):
+        return ""
+    return (f" (blamed on {entry.owner}, seen on {', '.join(entry.seen_on)}: this repro "
+            f"drives {target.name}, which the case passes; no refbackend repro is written)")
 
 
 def _attempt(folder: Path, entry: CorpusEntry, target: IreeTarget, kind: str, check: bool,

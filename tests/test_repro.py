@@ -104,6 +104,18 @@ def test_repro_target_prefers_the_familiar_iree_target_with_the_same_lowering() 
     assert repro_target(alone).name == "iree-cpu"
 
 
+def test_a_refbackend_only_bug_says_why_its_iree_repro_passes() -> None:
+    from fuzz.repro import not_iree_note
+
+    sample = tiny_sample(one_table())
+    alone = make_entry(sample, "COMPILE_ERROR|torch-mlir:refbackend|boom", "refbackend-dyn",
+                       ("refbackend-dyn",), stage=Stage.COMPILE)
+    target = repro_target(alone)
+    assert target.name == "iree-cpu-dyn"
+    assert "blamed on torch-mlir:refbackend, seen on refbackend-dyn" in not_iree_note(alone, target)
+    assert not_iree_note(weighted_entry(sample), repro_target(weighted_entry(sample))) == ""
+
+
 def test_fault_parts_are_the_literal_words_of_the_key() -> None:
     entry = make_entry(empty_table_sample(), VULKAN_EMPTY, "iree-vulkan-dyn", ("iree-vulkan-dyn",))
     assert fault_parts(entry) == ["Error invoking function:", ": INVALID_ARGUMENT; Vulkan dispatch binding",
