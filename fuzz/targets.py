@@ -190,18 +190,38 @@ class CompiledTarget(Target):
 
         as_inputs = weights_as_inputs(config)
 
-        def lower() -> str:
-            # With weights as inputs the program is the same for every seed:
-            # exported from a model of zeros (shapes only, nothing drawn).
+        shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
+        # With weights as inputs the program is the same for every seed.
+        program = (config.to_dict(), None if as_inputs else seed, shapes, tool_versions())
+        raw_key = cache_key("raw-program", *program)
+        kept: dict[str, str | None] = {}
+
+        def to_torch_ir() -> str:
+            # Exported from a model of zeros when weights are inputs (shapes
+            # only, nothing drawn). An export failure is cached here, so every
+            # output type of this shape mode shares it.
             model = timer.measure("build", lambda: build(config, None if as_inputs else seed))
             inputs = tracing_example(config) if self.dynamic else example
             args = to_torch(inputs, config)
             spec = dynamic_shapes(config) if self.dynamic else None
-            return self.lower_module(*export_form(model, config, args, spec), timer)
+            module, example_args, spec = export_form(model, config, args, spec)
+            exported = timer.measure("export", lambda: pipeline.export(module, example_args, spec))
+            torch_ir, kept["raw"] = timer.measure("import", lambda: pipeline.import_to_torch(
+                exported, keep_raw=_small_program(config, as_inputs)))
+            if cache is not None and kept["raw"] is not None:
+                cache.put(raw_key, kept["raw"])
+            return torch_ir
 
-        shapes = "dynamic" if self.dynamic else [list(a.shape) for a in example]
-        key = cache_key("program", config.to_dict(), None if as_inputs else seed, shapes,
-                        self.output_type, tool_versions())
+        def lower() -> str:
+            torch_ir = _through_cache(cache, cache_key("torch-program", *program), to_torch_ir)
+            assert isinstance(torch_ir, str)
+            if "raw" not in kept and cache is not None:  # a cached import: its raw text, if kept
+                raw = cache.get(raw_key)
+                kept["raw"] = raw if isinstance(raw, str) else None
+            return timer.measure("import", lambda: pipeline.lower_torch(
+                torch_ir, self.output_type, kept.get("raw")))
+
+        key = cache_key("program", *program[:3], self.output_type, program[3])
         mlir = _through_cache(cache, key, lower)
         assert isinstance(mlir, str)
         return mlir
@@ -246,6 +266,17 @@ class CompiledTarget(Target):
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         return {f"{self.output_type}.mlir": artifact.mlir}
+
+
+# Tables with more elements than this, weights inline: the raw import is not
+# printed for a report (tens of MB of constants, over the corpus's text limit).
+_RAW_PROGRAM_MAX_ELEMENTS = 1 << 20
+
+
+def _small_program(config: DLRMConfig, as_inputs: bool) -> bool:
+    """Whether the raw import is small enough to keep for a lowering failure's report."""
+    return as_inputs or sum(rows * config.table_width(k) for k, rows in enumerate(config.ln_emb)) \
+        <= _RAW_PROGRAM_MAX_ELEMENTS
 
 
 def _through_cache(cache: ArtifactCache | None, key: str,
