@@ -183,16 +183,23 @@ class _BudgetSpent(BaseException):
 
 
 def dispatch_order(targets: list[Target]) -> list[Target]:
-    """One target per lowered program first, the targets sharing it after: by
-    the time a follower starts, its leader has usually put the program in the
-    artifact cache, so each program is exported and lowered once per sample."""
-    seen: set[str] = set()
-    leaders: list[Target] = []
-    followers: list[Target] = []
-    for target in targets:
-        (followers if target.program_group in seen else leaders).append(target)
-        seen.add(target.program_group)
-    return leaders + followers
+    """One target per import group (static, dynamic) first, then one per
+    lowered program, then the targets sharing one: by the time a follower
+    starts, its leader has usually put the import and the program in the
+    artifact cache, so each sample is exported and imported once per shape
+    mode and lowered once per output type."""
+    imports: set[str] = set()
+    programs: set[str] = set()
+
+    def tier(target: Target) -> int:
+        first_import = target.import_group not in imports
+        first_program = target.program_group not in programs
+        imports.add(target.import_group)
+        programs.add(target.program_group)
+        return 0 if first_import else 1 if first_program else 2
+
+    tiers = [tier(target) for target in targets]
+    return [target for _, target in sorted(zip(tiers, targets), key=lambda pair: pair[0])]
 
 
 class Campaign:

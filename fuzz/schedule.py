@@ -13,8 +13,9 @@ the sample's feature set (``Sample.features()``: the code-path switches).
 - A cell that landed in the same known buckets ``k >= 2`` times in a row is
   run with probability ``max(floor, 2^-(k-1))``.
 - A cell never tried is always run, unless its program group as a whole
-  landed in the same known buckets ``g >= 2`` samples in a row (on whatever
-  cells): then with probability ``max(new_floor, 2^-(g-1))``. Feature sets
+  landed in known buckets only (any of them: no pass, nothing new) ``g >= 2``
+  samples in a row (on whatever cells): then with probability
+  ``max(new_floor, 2^-(g-1))``. Feature sets
   are many (a campaign's 40 samples rarely repeat one), so without this a
   lowering that fails every DLRM the same way would never be skipped.
 - No cell is skipped more than ``every - 1`` times in a row, so a fix (the
@@ -111,12 +112,16 @@ class Scheduler:
                 buckets.get(target.name, "PASS"))
         for cell, outcome in landed.items():
             now = frozenset(outcome)
-            for record in (self.cells.setdefault(cell, CellRecord()),
-                           self.groups.setdefault(cell[0], CellRecord())):
-                same_known = "PASS" not in now and now <= known and now == record.last
-                record.streak = record.streak + 1 if same_known else \
-                    (1 if "PASS" not in now and now <= known else 0)
-                record.last = now
+            only_known = "PASS" not in now and now <= known
+            record = self.cells.setdefault(cell, CellRecord())
+            record.streak = record.streak + 1 if only_known and now == record.last else int(only_known)
+            record.last = now
+            # A group's streak counts samples with nothing but known buckets,
+            # whichever: a lowering that rejects every DLRM names a different
+            # unsupported op from sample to sample.
+            group = self.groups.setdefault(cell[0], CellRecord())
+            group.streak = group.streak + 1 if only_known else 0
+            group.last = now
 
     def allocation(self) -> list[tuple[str, int, int, int]]:
         """Per program group: (group, cells, samples offered, samples run)."""

@@ -102,6 +102,12 @@ class Target:
         """Targets in one group compile the same lowered program."""
         return self.name
 
+    @property
+    def import_group(self) -> str:
+        """Targets in one group share one export and one import to Torch
+        Backend IR (``CompiledTarget.lowered``), whatever their output type."""
+        return self.program_group
+
 
 @dataclass(frozen=True)
 class EagerTarget(Target):
@@ -179,7 +185,11 @@ class CompiledTarget(Target):
 
     @property
     def program_group(self) -> str:
-        return f"{self.output_type}|{'dynamic' if self.dynamic else 'static'}"
+        return f"{self.output_type}|{self.import_group}"
+
+    @property
+    def import_group(self) -> str:
+        return "dynamic" if self.dynamic else "static"
 
     def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None) -> str:

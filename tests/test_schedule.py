@@ -13,7 +13,7 @@ from tests.helpers import tiny_sample
 
 LINALG = [TARGETS[n] for n in ("iree-cpu", "refbackend", "iree-vmvx")]
 TOSA = [TARGETS["iree-tosa"]]
-KNOWN = {"tosa-bug", "linalg-bug"}
+KNOWN = {"tosa-bug", "tosa-bug-2", "linalg-bug"}
 
 
 def _offer(scheduler: Scheduler, targets: list[Target], buckets: dict[str, str]) -> list[str]:
@@ -78,12 +78,12 @@ def _distinct_samples() -> list:  # type: ignore[type-arg]
                                                         ("int64", "int32"), variants)]
 
 
-def test_new_cells_of_a_group_stuck_in_one_known_bucket_are_run_less() -> None:
+def test_new_cells_of_a_group_stuck_in_known_buckets_are_run_less() -> None:
     """Feature sets rarely repeat in a campaign: a cell never tried inherits
-    its program group's streak, so a lowering that fails every DLRM the same
-    known way is skipped on new cells too (at least 1 in 4 still run, and
-    never more than 7 skips in a row), while a group whose outcomes vary
-    runs every new cell."""
+    its program group's streak, so a lowering that fails every DLRM in known
+    ways (a different unsupported op from sample to sample) is skipped on new
+    cells too (at least 1 in 4 still run, and never more than 7 skips in a
+    row), while a group that passes every other sample runs every new cell."""
     scheduler = Scheduler(seed=5)
     samples = _distinct_samples()
     assert len({tuple(s.features()) for s in samples}) == 30
@@ -93,7 +93,7 @@ def test_new_cells_of_a_group_stuck_in_one_known_bucket_are_run_less() -> None:
         names = {t.name for t in chosen}
         tosa_runs.append("iree-tosa" in names)
         linalg_runs.append(names >= {t.name for t in LINALG})
-        buckets = {"iree-tosa": "tosa-bug", **({t.name: "linalg-bug" for t in LINALG}
+        buckets = {"iree-tosa": ("tosa-bug", "tosa-bug-2")[i % 2], **({t.name: "linalg-bug" for t in LINALG}
                                                if i % 2 else {})}
         scheduler.record(sample, chosen, {n: b for n, b in buckets.items() if n in names}, KNOWN)
     assert all(linalg_runs)  # pass, bug, pass, ...: never a streak
@@ -109,3 +109,20 @@ def test_bad_settings_are_refused() -> None:
         Scheduler(new_floor=2)
     with pytest.raises(ValueError, match="every=0"):
         Scheduler(every=0)
+
+
+def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
+    """Followers start after their leaders have filled the artifact cache:
+    the first target of each shape mode (one export and import each), then
+    the first of each output type (its backend pipeline), then the rest."""
+    from fuzz.campaign import dispatch_order
+    from fuzz.targets import TARGETS, available_targets, resolve_targets
+
+    targets = resolve_targets(available_targets(TARGETS))
+    ordered = dispatch_order(targets)
+    assert sorted(t.name for t in ordered) == sorted(t.name for t in targets)
+    imports = {t.import_group for t in targets}
+    programs = {t.program_group for t in targets}
+    assert {t.import_group for t in ordered[:len(imports)]} == imports == {"static", "dynamic"}
+    assert {t.program_group for t in ordered[:len(programs)]} == programs
+    assert len(programs) < len(ordered)
