@@ -9,8 +9,10 @@
    >= 10x faster.
 4. Samples per minute over the default targets, the old engine (a barrier
    after each sample, every sample to every target, weights inline: one
-   compile per weight seed) vs today's (no barrier, the scheduler, weights as
-   inputs for most samples), same seed, same budget, cold cache. Aim: >= 3x.
+   compile per weight seed, an export and import per output type) vs today's
+   (no barrier, the scheduler, weights as inputs for most samples, one
+   export and import per shape mode), same seed, same budget, cold cache.
+   Aim: >= 3x.
 5. Time to the first discovery of each bucket over seeds 1..3 (today's
    engine): median and max per bucket.
 6. Busy fraction of today's engine: job seconds / (wall seconds x workers).
@@ -98,7 +100,8 @@ def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None,
     options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
                               targets=targets, workers=2, cache_dir=root / f"cache-{tag}",
                               replay=False, shrink=False, report=False,
-                              schedule=not old, barrier=old, inline_weights=old)
+                              schedule=not old, barrier=old, inline_weights=old,
+                              shared_import=not old)
     report = run_campaign(options)
     summary = report.summary()
     summary["samples_per_minute"] = report.samples / max(report.elapsed_s, 1e-9) * 60

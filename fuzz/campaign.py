@@ -28,7 +28,8 @@ from fuzz.corpus import CorpusEntry
 from fuzz.interrupt import Interrupted, deferred, stop_signals
 from fuzz.sample import Sample
 from fuzz.schedule import Scheduler
-from fuzz.targets import EAGER, REFERENCE, TARGETS, Target, available_targets, resolve_targets
+from fuzz.targets import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
+                          resolve_targets)
 from fuzz.triage import Finding, Triage
 from fuzz.workers import HarnessError, HarnessFault, WorkerPool
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
@@ -70,6 +71,9 @@ class CampaignOptions:
     # Every sample's weights inline, no extra weight draws: one compile per
     # weight seed, as before weights could be inputs (for benchmarks).
     inline_weights: bool = False
+    # One export and import per shape mode, shared by every output type; off:
+    # each output type exports and imports on its own (for benchmarks).
+    shared_import: bool = True
     # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
     ray: str | None = None
     ray_gpu_workers: int = 0
@@ -226,6 +230,9 @@ class Campaign:
                             check_available=True)
         else:
             self.targets = resolve_targets(names, self.table, check_available=True)
+        if not options.shared_import:
+            self.targets = [dataclasses.replace(t, shared_import=False)
+                            if isinstance(t, CompiledTarget) else t for t in self.targets]
         self.references = resolve_targets([REFERENCE, EAGER])
         self.report = CampaignReport(targets=[t.name for t in self.targets])
         stored, _ = corpus.load(options.corpus_dir)

@@ -157,6 +157,9 @@ class CompiledTarget(Target):
 
     output_type: str = "linalg-on-tensors"
     dynamic: bool = False
+    # Share one export and import to Torch Backend IR with the other output
+    # types of this shape mode (off: the path before it, for benchmarks).
+    shared_import: bool = True
 
     @property
     def any_shape(self) -> bool:
@@ -206,15 +209,16 @@ class CompiledTarget(Target):
         raw_key = cache_key("raw-program", *program)
         kept: dict[str, str | None] = {}
 
-        def to_torch_ir() -> str:
-            # Exported from a model of zeros when weights are inputs (shapes
-            # only, nothing drawn). An export failure is cached here, so every
-            # output type of this shape mode shares it.
+        def exportable() -> tuple[Any, tuple[Any, ...], Any]:
+            # A model of zeros when weights are inputs (shapes only, nothing drawn).
             model = timer.measure("build", lambda: build(config, None if as_inputs else seed))
             inputs = tracing_example(config) if self.dynamic else example
-            args = to_torch(inputs, config)
             spec = dynamic_shapes(config) if self.dynamic else None
-            module, example_args, spec = export_form(model, config, args, spec)
+            return export_form(model, config, to_torch(inputs, config), spec)
+
+        def to_torch_ir() -> str:
+            # An export failure is cached here: every output type of this shape mode shares it.
+            module, example_args, spec = exportable()
             exported = timer.measure("export", lambda: pipeline.export(module, example_args, spec))
             torch_ir, kept["raw"] = timer.measure("import", lambda: pipeline.import_to_torch(
                 exported, keep_raw=_small_program(config, as_inputs)))
@@ -223,6 +227,8 @@ class CompiledTarget(Target):
             return torch_ir
 
         def lower() -> str:
+            if not self.shared_import:
+                return self.lower_module(*exportable(), timer)
             torch_ir = _through_cache(cache, cache_key("torch-program", *program), to_torch_ir)
             assert isinstance(torch_ir, str)
             if "raw" not in kept and cache is not None:  # a cached import: its raw text, if kept

@@ -190,3 +190,12 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
     assert "MemoryError" in report.skipped[0]
     assert report.outcomes[("fake-ok", "PASS")] == 1 and report.findings == []
     assert report.summary()["skipped"] == report.skipped
+
+
+def test_the_old_engine_switch_gives_each_output_type_its_own_import(tmp_path: Path) -> None:
+    from fuzz.campaign import Campaign
+
+    for shared in (True, False):
+        campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "c", targets=("iree-cpu", "iree-tosa"),
+                                            shared_import=shared))
+        assert [t.shared_import for t in campaign.targets] == [shared, shared]  # type: ignore[attr-defined]
