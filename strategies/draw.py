@@ -15,13 +15,22 @@ so values come in clusters: rounds of 50 still left seeds 0 and 4 without a
 padding row in 40 samples; rounds of 10 (one small example each) gave every
 knob value within 40 samples for seeds 0 to 4. Each round also opens with
 the simplest sample of all, skipped as the repeat it is.
+
+The stream depends on the seed alone. Hypothesis (6.131+) draws, 1 time in 20,
+a literal constant found in the source of the *local* modules imported so
+far (``_get_local_constants``): a campaign imports modules of ours lazily,
+so the same seed gave another stream in the CLI than in a script, and
+another after a triage had imported the localizer (measured: seed 1's 7th
+sample was a qint8-quantized MLP in a script and a float16 one in the
+campaign). ``each_sample`` draws with that pool empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
-from typing import Callable
+from typing import Callable, Iterator
 
 from fuzz.sample import Sample
 from strategies.samples import samples
@@ -37,6 +46,25 @@ def sample_key(sample: Sample) -> bytes:
     digest.update(repr((sample.seed, sample.draws)).encode())
     digest.update(sample.npz_bytes())
     return digest.digest()
+
+
+@contextlib.contextmanager
+def _without_local_constants() -> Iterator[None]:
+    """Hypothesis' pool of constants from local source, empty while inside
+    (see the module docstring); a Hypothesis without the pool is left as is."""
+    from hypothesis.internal.conjecture import providers
+
+    collect = getattr(providers, "_get_local_constants", None)
+    empty = getattr(providers, "Constants", None)
+    if collect is None or empty is None:
+        yield
+        return
+    pool = empty()
+    providers._get_local_constants = lambda: pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = collect
 
 
 def each_sample(seed: int, body: Callable[[Sample], None], round_size: int = ROUND,
@@ -62,7 +90,8 @@ def each_sample(seed: int, body: Callable[[Sample], None], round_size: int = ROU
             settings(max_examples=round_size, database=None, phases=[Phase.generate],
                      deadline=None, suppress_health_check=list(HealthCheck),
                      print_blob=False)(given(samples())(fresh)))
-        run()
+        with _without_local_constants():
+            run()
         if len(seen) == before:
             return
 

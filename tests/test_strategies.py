@@ -180,3 +180,30 @@ def test_a_short_campaigns_stream_reaches_every_knob_value(seed: int) -> None:
     assert {s.config.padding_idx is None for s in seen} == {True, False}
     assert {s.config.quantize_bits for s in seen} == {4, 8, 32}
     assert len({(s.config.to_json(), s.seed, s.npz_bytes()) for s in seen}) == 40
+
+
+_STREAM_SCRIPT = """
+import importlib, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from strategies.draw import draw_samples, sample_key
+print(','.join(sample_key(s).hex()[:12] for s in draw_samples(12, 1)))
+"""
+
+
+def test_a_seed_gives_one_stream_whatever_modules_are_imported() -> None:
+    """Hypothesis mixes constants from the source of local modules imported
+    so far into its draws: without ``each_sample`` emptying that pool, seed
+    1's stream changed with the modules a campaign had imported (a script
+    and the CLI drew different samples for one seed)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    streams = {subprocess.run([sys.executable, "-c", _STREAM_SCRIPT, *extra], cwd=root, env=env,
+                              capture_output=True, text=True, check=True).stdout
+               for extra in ([], ["fuzz.campaign", "fuzz.localize", "tests.helpers"])}
+    assert len(streams) == 1 and len(next(iter(streams)).split(",")) == 12, streams
