@@ -188,19 +188,19 @@ class _BudgetSpent(BaseException):
 
 def dispatch_order(targets: list[Target]) -> list[Target]:
     """One target per import group (static, dynamic) first, then one per
-    lowered program, then the targets sharing one: by the time a follower
-    starts, its leader has usually put the import and the program in the
-    artifact cache, so each sample is exported and imported once per shape
-    mode and lowered once per output type."""
-    imports: set[str] = set()
-    programs: set[str] = set()
+    lowered program, then one per compiled artifact, then the targets
+    sharing one: by the time a follower starts, its leader has usually put
+    the import, the program and the artifact in the artifact cache, so each
+    sample is exported and imported once per shape mode, lowered once per
+    output type and compiled once per backend and flags."""
+    seen: tuple[set[str], set[str], set[str]] = (set(), set(), set())
 
     def tier(target: Target) -> int:
-        first_import = target.import_group not in imports
-        first_program = target.program_group not in programs
-        imports.add(target.import_group)
-        programs.add(target.program_group)
-        return 0 if first_import else 1 if first_program else 2
+        groups = (target.import_group, target.program_group, target.compile_group)
+        firsts = [group not in known for group, known in zip(groups, seen)]
+        for group, known in zip(groups, seen):
+            known.add(group)
+        return firsts.index(True) if True in firsts else len(firsts)
 
     tiers = [tier(target) for target in targets]
     return [target for _, target in sorted(zip(tiers, targets), key=lambda pair: pair[0])]

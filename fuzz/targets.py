@@ -108,6 +108,12 @@ class Target:
         Backend IR (``CompiledTarget.lowered``), whatever their output type."""
         return self.program_group
 
+    @property
+    def compile_group(self) -> str:
+        """Targets in one group compile one program to the same artifact
+        (same backend and flags; only the runtime driver differs)."""
+        return self.name
+
 
 @dataclass(frozen=True)
 class EagerTarget(Target):
@@ -356,6 +362,14 @@ class IreeTarget(CompiledTarget):
     def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
         """The program and flags actually handed to the IREE compiler."""
         return mlir, self.flags
+
+    @property
+    def compile_group(self) -> str:
+        # The vmfb cache key is (program, backend, flags): iree-cpu and
+        # iree-cpu-sync share one compile. A Vulkan device description is
+        # part of what ``prepare`` hands over, so it joins the key.
+        return "|".join([self.program_group, self.backend, *self.flags,
+                         str(getattr(self, "describe_device", ""))])
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         from fuzz import pipeline

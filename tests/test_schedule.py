@@ -114,7 +114,8 @@ def test_bad_settings_are_refused() -> None:
 def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     """Followers start after their leaders have filled the artifact cache:
     the first target of each shape mode (one export and import each), then
-    the first of each output type (its backend pipeline), then the rest."""
+    the first of each output type (its backend pipeline), then the first of
+    each compiled artifact (backend and flags), then the rest."""
     from fuzz.campaign import dispatch_order
     from fuzz.targets import TARGETS, available_targets, resolve_targets
 
@@ -125,4 +126,8 @@ def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     programs = {t.program_group for t in targets}
     assert {t.import_group for t in ordered[:len(imports)]} == imports == {"static", "dynamic"}
     assert {t.program_group for t in ordered[:len(programs)]} == programs
-    assert len(programs) < len(ordered)
+    compiles = {t.compile_group for t in targets}
+    assert {t.compile_group for t in ordered[:len(compiles)]} == compiles
+    assert len(programs) < len(compiles) < len(ordered)
+    names = [t.name for t in ordered]  # one vmfb: the local-sync driver runs it second
+    assert names.index("iree-cpu-sync") >= len(compiles) > names.index("iree-cpu")
