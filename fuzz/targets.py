@@ -366,10 +366,8 @@ class IreeTarget(CompiledTarget):
     @property
     def compile_group(self) -> str:
         # The vmfb cache key is (program, backend, flags): iree-cpu and
-        # iree-cpu-sync share one compile. A Vulkan device description is
-        # part of what ``prepare`` hands over, so it joins the key.
-        return "|".join([self.program_group, self.backend, *self.flags,
-                         str(getattr(self, "describe_device", ""))])
+        # iree-cpu-sync share one compile.
+        return "|".join([self.program_group, self.backend, *self.flags])
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         from fuzz import pipeline
@@ -394,6 +392,11 @@ class VulkanTarget(IreeTarget):
     backend: str = "vulkan-spirv"
     driver: str = "vulkan"
     describe_device: bool = True
+
+    @property
+    def compile_group(self) -> str:
+        # The device description ``prepare`` adds is part of what is compiled.
+        return f"{super().compile_group}|described={self.describe_device}"
 
     def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
         if not self.describe_device:

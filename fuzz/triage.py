@@ -110,8 +110,8 @@ class Triage:
         the eager target's name) and the others are judged against float64
         alone (no eager slack in the tolerance)."""
         tolerance = self.tolerance_for(sample)
-        if eager.failure is not None and eager.failure.error_type == "MemoryError":
-            raise reference_failed(eager)  # too big for a worker: no one's bug
+        if eager.failure is not None and (failed := reference_failed(eager)).out_of_memory:
+            raise failed  # too big for a worker: no one's bug
         if reference.failure is None and eager.failure is not None:
             judged = {name: judge(result, reference, reference, tolerance)
                       for name, result in results.items()}
