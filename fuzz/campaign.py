@@ -36,7 +36,7 @@ from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies.draw import ROUND, each_sample
 
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
-           "ShrinkRecord", "run_campaign", "dispatch_order", "PHASES"]
+           "ShrinkRecord", "run_campaign", "dispatch_order", "leaders", "PHASES"]
 
 PHASES = ("replay", "generate", "shrink", "report")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
@@ -204,6 +204,22 @@ def dispatch_order(targets: list[Target]) -> list[Target]:
 
     tiers = [tier(target) for target in targets]
     return [target for _, target in sorted(zip(tiers, targets), key=lambda pair: pair[0])]
+
+
+def leaders(ordered: list[Target]) -> list[int | None]:
+    """For each target of ``dispatch_order``'s list, the position of the
+    earlier target whose cached work it reuses most (same artifact, else same
+    program, else same import), or None: the job it should start after."""
+    found: list[int | None] = []
+    for position, target in enumerate(ordered):
+        found.append(None)
+        for group in ("compile_group", "program_group", "import_group"):
+            mine = getattr(target, group)
+            earlier = [i for i in range(position) if getattr(ordered[i], group) == mine]
+            if earlier:
+                found[-1] = earlier[0]
+                break
+    return found
 
 
 class Campaign:
@@ -431,10 +447,13 @@ class Campaign:
             flight = self._submit(sample, chosen, index=self.report.samples)
             flight.partial = len(chosen) < len(self.targets)
             # No barrier: the next sample's jobs are queued while this one's
-            # slowest targets still run; wait only while every worker has work.
+            # slowest targets still run; wait only while every worker has work
+            # (a follower waiting for its leader is no work yet).
             assert self.pool is not None
-            while self.pool.pending > (0 if options.barrier else self.pool.slots) \
-                    or (options.barrier and self._flights):
+            if options.barrier:
+                while self.pool.pending or self._flights:
+                    self._drain()
+            while self.pool.runnable > self.pool.slots:
                 self._drain()
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
@@ -453,8 +472,15 @@ class Campaign:
         assert self.pool is not None
         ordered = dispatch_order(targets)
         flight = _InFlight(sample, ordered, index, [None] * (2 + len(ordered)))
+        # A follower starts once its leader has cached what they share (the
+        # old engine, which shares nothing, lets every job start at once).
+        follows = leaders(ordered) if self.options.shared_import else [None] * len(ordered)
+        tickets: list[int] = []
         for position, target in enumerate(self.references + ordered):
-            ticket = self.pool.submit((target, sample))
+            leader = follows[position - 2] if position >= 2 else None
+            ticket = self.pool.submit((target, sample),
+                                      after=None if leader is None else tickets[2 + leader])
+            tickets.append(ticket)
             self._open[ticket] = (flight, position)
         flight.left = len(flight.answers)
         if index is not None:

@@ -179,6 +179,7 @@ class RayPool(AnswerQueue):
         self.lost: list[str] = []  # why each lost actor was lost, for the log and the report
         self._tickets = 0
         self._ready: list[tuple[int, Any]] = []
+        self._after: dict[int, int] = {}
         self._queues: dict[bool, collections.deque[tuple[int, Job, int]]] = {
             False: collections.deque(), True: collections.deque()}
         self._actors: list[_Actor] = []
@@ -328,9 +329,10 @@ class RayPool(AnswerQueue):
         return (sum(map(len, self._queues.values())) + len(self._ready)
                 + sum(a.ticket is not None for a in self._actors) + len(self._here_tickets))
 
-    def submit(self, job: Job | tuple[Target, Any]) -> int:
+    def submit(self, job: Job | tuple[Target, Any], after: int | None = None) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
-        start it if an actor of its kind (GPU or not) is idle."""
+        start it if an actor of its kind (GPU or not) is idle; ``after`` as in
+        ``WorkerPool.submit``."""
         work: Job = ExecuteJob(*job) if isinstance(job, tuple) else job
         if runs_here(work):
             if self._here is None:
@@ -347,14 +349,23 @@ class RayPool(AnswerQueue):
             check_gpu_workers([target], self.gpu_workers)
         self._tickets += 1
         self._queues[gpu].append((self._tickets, work, 0))
+        self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets
+
+    def _open_tickets(self) -> set[int]:
+        return {entry[0] for queue in self._queues.values() for entry in queue} | \
+            {a.ticket for a in self._actors if a.ticket is not None} | \
+            set(self._here_tickets.values())
 
     def _dispatch(self) -> None:
         for actor in self._actors:
             queue = self._queues[actor.gpu]
             if actor.ready is None and actor.ticket is None and queue:
-                actor.ticket, actor.job, actor.attempts = queue.popleft()
+                entry = self._take(queue)
+                if entry is None:
+                    continue
+                actor.ticket, actor.job, actor.attempts = entry
                 actor.started = time.monotonic()
                 actor.deadline = actor.started + self.timeout_s + self.grace_s
                 actor.ref = actor.handle.run.remote(actor.job)

@@ -146,13 +146,56 @@ class AnswerQueue:
     and a bug of ours (a ``HarnessFault`` answer) is raised to it."""
 
     _ready: list[tuple[int, Any]]
+    # Queued ticket -> the ticket it waits for (``submit(after=...)``).
+    _after: dict[int, int]
 
-    def submit(self, job: Any) -> int:
+    def submit(self, job: Any, after: int | None = None) -> int:
         raise NotImplementedError
 
     @property
     def pending(self) -> int:
         raise NotImplementedError
+
+    def _open_tickets(self) -> set[int]:
+        """Tickets queued or running (not answered yet)."""
+        raise NotImplementedError
+
+    def _wait_for(self, ticket: int, after: int | None) -> None:
+        if after is not None:
+            self._after[ticket] = after
+
+    def _take(self, queue: "collections.deque[Any]") -> Any:
+        """The first queued entry (its ticket first) whose prerequisite is
+        answered, removed from ``queue``; None when every queued job waits.
+
+        A follower (a target that reuses its leader's export, program or
+        artifact from the cache) waits for its leader instead of starting
+        beside it and doing the same work a second time: an idle worker takes
+        a later job, or waits."""
+        if not queue:
+            return None
+        if not self._after:
+            return queue.popleft()
+        unanswered = self._open_tickets()
+        for position, entry in enumerate(queue):
+            if self._after.get(entry[0]) not in unanswered:
+                del queue[position]
+                self._after.pop(entry[0], None)
+                return entry
+        return None
+
+    @property
+    def waiting(self) -> int:
+        """Queued jobs whose prerequisite is not answered yet."""
+        unanswered = self._open_tickets() if self._after else set()
+        return sum(1 for ticket, before in self._after.items()
+                   if ticket in unanswered and before in unanswered)
+
+    @property
+    def runnable(self) -> int:
+        """Jobs running or free to start: what keeps the workers busy (a
+        caller feeds the pool while this is at most ``slots``)."""
+        return self.pending - len(self._ready) - self.waiting
 
     def _dispatch(self) -> None:
         """Start queued jobs on idle workers."""
@@ -242,6 +285,7 @@ class WorkerPool(AnswerQueue):
         self._tickets = 0
         self._queue: collections.deque[tuple[int, Job]] = collections.deque()
         self._ready: list[tuple[int, Any]] = []
+        self._after: dict[int, int] = {}
         self._workers: list[_Worker] = []
         try:
             for _ in range(size):
@@ -333,19 +377,28 @@ class WorkerPool(AnswerQueue):
         """Jobs submitted and not yet answered (queued or running)."""
         return len(self._queue) + len(self._ready) + sum(w.job is not None for w in self._workers)
 
-    def submit(self, job: Job | tuple[Target, Sample]) -> int:
+    def submit(self, job: Job | tuple[Target, Sample], after: int | None = None) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
         start it if a worker is idle; its answer comes back from
-        :meth:`completed` under the returned ticket."""
+        :meth:`completed` under the returned ticket. ``after``: a ticket this
+        job should not start before (its answer is in), while other jobs can."""
         self._tickets += 1
         self._queue.append((self._tickets, ExecuteJob(*job) if isinstance(job, tuple) else job))
+        self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets
+
+    def _open_tickets(self) -> set[int]:
+        return {ticket for ticket, _ in self._queue} | \
+            {w.job for w in self._workers if w.job is not None}
 
     def _dispatch(self) -> None:
         for worker in self._workers:
             if worker.job is None and self._queue:
-                ticket, job = self._queue.popleft()
+                entry = self._take(self._queue)
+                if entry is None:
+                    return
+                ticket, job = entry
                 worker.job, worker.work = ticket, job
                 worker.started = time.monotonic()
                 worker.deadline = worker.started + self.timeout_s

@@ -81,3 +81,32 @@ def assert_freed_workers_answer_while_one_hangs(pool: Any, hang_limit_s: float) 
     assert ticket == hung and result.failure is not None and result.failure.timed_out
     assert pool.completed(timeout=0.1) == [] and pool.pending == 0
     assert pool.busy_s - busy_before >= hang_limit_s
+
+
+def assert_followers_wait_for_their_leaders(pool: Any) -> None:
+    """``submit(job, after=ticket)``, for any pool: a follower never starts
+    before its leader's answer is in, while a job that waits for nothing
+    takes the free worker at once; ``runnable`` leaves waiting jobs out (the
+    campaign feeds the pool by it); a prerequisite already answered (or
+    unknown) holds nothing up."""
+    from tests.raypool_jobs import StampedJob
+
+    assert pool.slots == 2
+    leader = pool.submit(StampedJob(1.5))
+    follower = pool.submit(StampedJob(0.1), after=leader)
+    second = pool.submit(StampedJob(0.1), after=follower)
+    free = pool.submit(StampedJob(0.1))
+    assert pool.pending == 4 and pool.waiting == 2 and pool.runnable == 2
+    got: dict[int, Any] = {}
+    while len(got) < 4:
+        got.update(pool.completed())
+    assert got[follower][0] >= got[leader][1] and got[second][0] >= got[follower][1]
+    assert got[free][1] <= got[leader][1]  # the other worker did not wait with the follower
+    assert pool.pending == pool.waiting == pool.runnable == 0
+    late = pool.submit(StampedJob(0.1), after=leader)  # answered long ago
+    unknown = pool.submit(StampedJob(0.1), after=10 ** 6)
+    assert pool.waiting == 0
+    done: dict[int, Any] = {}
+    while len(done) < 2:
+        done.update(pool.completed())
+    assert sorted(done) == [late, unknown]

@@ -35,6 +35,23 @@ class SlowJob:
 
 
 @dataclass(frozen=True)
+class StampedJob:
+    """Sleeps ``seconds``; answers its (start, end) wall-clock times, so a test
+    can see which jobs overlapped."""
+
+    seconds: float
+
+    @property
+    def target_name(self) -> str:
+        return "fake-stamped"
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
+        start = time.time()
+        time.sleep(self.seconds)
+        return start, time.time()
+
+
+@dataclass(frozen=True)
 class LosesItsActorOnce:
     """The first time (no ``marker`` file yet), sends ``signum`` to the Ray
     actor process that runs it (the worker's parent): SIGKILL is an actor

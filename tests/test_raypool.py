@@ -29,7 +29,8 @@ from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  #
 from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
 from fuzz.workers import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
-from tests.helpers import assert_freed_workers_answer_while_one_hangs, tiny_sample  # noqa: E402
+from tests.helpers import (assert_followers_wait_for_their_leaders,  # noqa: E402
+                           assert_freed_workers_answer_while_one_hangs, tiny_sample)  # noqa: E402
 from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
                                 WhereAmI)
 
@@ -89,6 +90,9 @@ class TestLocalCluster:
 
     def test_a_hang_does_not_hold_up_other_answers(self, pool: RayPool) -> None:
         assert_freed_workers_answer_while_one_hangs(pool, hang_limit_s=TIMEOUT_S)
+
+    def test_a_follower_waits_for_its_leader_while_other_jobs_run(self, pool: RayPool) -> None:
+        assert_followers_wait_for_their_leaders(pool)
 
     @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "stopped"])
     def test_an_actor_lost_mid_job_loses_no_job(self, pool: RayPool, tmp_path: Path,

@@ -131,3 +131,28 @@ def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     assert len(programs) < len(compiles) < len(ordered)
     names = [t.name for t in ordered]  # one vmfb: the local-sync driver runs it second
     assert names.index("iree-cpu-sync") >= len(compiles) > names.index("iree-cpu")
+
+
+def test_each_follower_waits_for_the_target_whose_cached_work_it_reuses_most() -> None:
+    """The same artifact first (iree-cpu-sync runs iree-cpu's vmfb), else the
+    same lowered program, else the same import (shape mode); each shape
+    mode's first target waits for nothing."""
+    from fuzz.campaign import dispatch_order, leaders
+    from fuzz.targets import TARGETS, available_targets, resolve_targets
+
+    ordered = dispatch_order(resolve_targets(available_targets(TARGETS)))
+    names = [t.name for t in ordered]
+    follows = {name: None if lead is None else names[lead]
+               for name, lead in zip(names, leaders(ordered))}
+    assert follows["iree-cpu"] is None and follows["iree-cpu-dyn"] is None
+    assert [n for n, lead in follows.items() if lead is None] == ["iree-cpu", "iree-cpu-dyn"]
+    assert follows["iree-cpu-sync"] == "iree-cpu" and follows["iree-cpu-sync-dyn"] == "iree-cpu-dyn"
+    assert follows["iree-torch-dyn"] == "iree-cpu-dyn"  # same export, another output type
+    assert follows["iree-vmvx"] == "iree-cpu"  # same linalg program, another backend
+    for name, lead in follows.items():
+        assert lead is None or names.index(lead) < names.index(name)
+    # The scheduler skipped linalg: the torch targets lead their shape modes.
+    rest = dispatch_order([t for t in ordered
+                           if getattr(t, "output_type", None) != "linalg-on-tensors"])
+    assert [t.name for t, lead in zip(rest, leaders(rest)) if lead is None] == \
+        ["iree-torch", "iree-torch-dyn"]

@@ -11,7 +11,8 @@ import pytest
 from fuzz.targets import resolve_targets
 from fuzz.workers import WorkerPool
 from oracles import Verdict, classify
-from tests.helpers import assert_freed_workers_answer_while_one_hangs, tiny_sample
+from tests.helpers import (assert_followers_wait_for_their_leaders,
+                           assert_freed_workers_answer_while_one_hangs, tiny_sample)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,10 @@ def test_pool_rejects_zero_workers() -> None:
 
 def test_a_freed_worker_takes_the_next_job_while_another_hangs(pool: WorkerPool) -> None:
     assert_freed_workers_answer_while_one_hangs(pool, hang_limit_s=10)
+
+
+def test_a_follower_waits_for_its_leader_while_other_jobs_run(pool: WorkerPool) -> None:
+    assert_followers_wait_for_their_leaders(pool)
 
 
 def test_run_keeps_the_answers_of_jobs_it_did_not_submit(pool: WorkerPool) -> None:
