@@ -126,6 +126,7 @@ class CampaignReport:
     # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
     allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
     confirm_runs: int = 0  # partially scheduled samples re-run on every target
+    unscheduled: int = 0  # samples the scheduler sent to no target (counted in ``samples``)
     draws_checked: int = 0  # extra weight draws judged (no compile of their own)
     draws_reseeded: int = 0  # failing draws re-run as samples of their own
     first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
@@ -151,7 +152,8 @@ class CampaignReport:
                 "coverage": self.coverage.to_dict(),
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
-                "confirm_runs": self.confirm_runs, "busy_fraction": round(self.busy_fraction, 3),
+                "confirm_runs": self.confirm_runs, "unscheduled": self.unscheduled,
+                "busy_fraction": round(self.busy_fraction, 3),
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s)}
 
@@ -444,8 +446,12 @@ class Campaign:
                 sample = dataclasses.replace(
                     sample, config=dataclasses.replace(sample.config, weights="inline"), draws=())
             chosen = self.scheduler.choose(sample, self.targets) if self.scheduler else self.targets
-            flight = self._submit(sample, chosen, index=self.report.samples)
-            flight.partial = len(chosen) < len(self.targets)
+            if not chosen:  # every program group would land in known buckets: not even references
+                self.report.unscheduled += 1
+                self.report.coverage.add(sample, {})
+            else:
+                flight = self._submit(sample, chosen, index=self.report.samples)
+                flight.partial = len(chosen) < len(self.targets)
             # No barrier: the next sample's jobs are queued while this one's
             # slowest targets still run; wait only while every worker has work
             # (a follower waiting for its leader is no work yet).

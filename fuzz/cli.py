@@ -426,6 +426,8 @@ def _summary(console: Console, report: CampaignReport) -> None:
     if report.allocation:
         _row(head, "re-run on every target", f"{report.confirm_runs} samples (a new bucket "
                                              "seen on a partial schedule)")
+        _row(head, "sent to no target", f"{report.unscheduled} samples (every program group "
+                                        "would have landed in known buckets)")
     if report.skipped:
         _row(head, "skipped samples", f"{len(report.skipped)} (eager PyTorch ran out of a "
                                       "worker's memory: raise --memory-mb to check them)")

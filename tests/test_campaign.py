@@ -56,6 +56,32 @@ def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> No
     assert summary["allocation"] and summary["busy_fraction"] == round(report.busy_fraction, 3)
 
 
+def test_a_sample_the_scheduler_sends_to_no_target_costs_no_job(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With every target skipped (the one target keeps landing in its known
+    bucket), not even the references run: the sample is counted as
+    generated and as ``unscheduled``, and nothing is submitted for it."""
+    from fuzz.campaign import Campaign
+
+    submitted: list[int] = []
+    submit = Campaign._submit
+
+    def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
+        submitted.append(len(targets))
+        return submit(self, sample, targets, index)
+
+    monkeypatch.setattr(Campaign, "_submit", spy)
+    report = run_campaign(CampaignOptions(
+        budget_s=600, seed=3, corpus_dir=tmp_path / "corpus", targets=("fake-raise",),
+        workers=2, max_samples=30, shrink=False, replay=False, report=False))
+    raised = report.outcomes[("fake-raise", "COMPILE_ERROR")]
+    assert report.samples == 30 and 30 / 8 <= raised < 30 and report.harness_errors == []
+    assert report.unscheduled == 30 - raised == report.summary()["unscheduled"]
+    assert submitted == [1] * raised  # one job list per sample run, none for the others
+    assert sum(c["generated"] for k, c in report.coverage.to_dict().items()
+               if k.startswith("dtype=")) == 30
+
+
 def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The benchmark's "before" (bench/throughput.py figure 4): with
