@@ -18,8 +18,20 @@ the sample's feature set (``Sample.features()``: the code-path switches).
   ``max(new_floor, 2^-(g-1))``. Feature sets
   are many (a campaign's 40 samples rarely repeat one), so without this a
   lowering that fails every DLRM the same way would never be skipped.
+- A cell whose sample has a *doomed* feature in that program group (every
+  one of its ``r >= 2`` runs there landed in the same known buckets:
+  ``index_dtype=int32`` in linalg, quantized tables anywhere) is run with
+  probability ``max(new_floor, 2^-(r-1))``: such a run tells little but
+  whether the bug is fixed. One run with any other outcome (a pass, another
+  bucket) clears the feature for good, so a feature that merely came along
+  with a culprit is not held back.
 - No cell is skipped more than ``every - 1`` times in a row, so a fix (the
   cell passing, or failing differently) is noticed within ``every`` offers.
+- One random draw per sample decides every group (run where it falls under
+  the group's probability): each group keeps its own rate, and the skips
+  coincide as often as they can. Only when every group of a shape mode is
+  skipped are its export and import (most of a sample's cost where lowering
+  fails) saved; with a draw per group that would be rare.
 
 Skipping is only safe because a campaign re-runs a partially scheduled sample
 on every target before filing a bucket the corpus does not know (blame across
@@ -36,7 +48,7 @@ from typing import Iterable, Mapping, Sequence
 from fuzz.sample import Sample
 from fuzz.targets import Target
 
-__all__ = ["Scheduler", "CellRecord"]
+__all__ = ["Scheduler", "CellRecord", "FeatureRecord"]
 
 Cell = tuple[str, tuple[str, ...]]
 
@@ -53,6 +65,27 @@ class CellRecord:
 
 
 @dataclass
+class FeatureRecord:
+    """What every run of one feature in one program group did: how many, and
+    the one outcome they all had (``mixed`` once two differed or one passed)."""
+
+    runs: int = 0
+    outcome: frozenset[str] | None = None
+    mixed: bool = False
+
+    def add(self, outcome: frozenset[str]) -> None:
+        self.runs += 1
+        if "PASS" in outcome or (self.outcome is not None and outcome != self.outcome):
+            self.mixed = True
+        self.outcome = outcome
+
+    def doomed(self, known: set[str]) -> bool:
+        """Whether runs with this feature always landed in the same known buckets."""
+        return self.runs >= 2 and not self.mixed and self.outcome is not None \
+            and self.outcome <= known
+
+
+@dataclass
 class Scheduler:
     seed: int = 0
     floor: float = 1 / 8
@@ -61,6 +94,9 @@ class Scheduler:
     cells: dict[Cell, CellRecord] = field(default_factory=dict)
     # Per program group, its streak over all its cells (the new cells' prior).
     groups: dict[str, CellRecord] = field(default_factory=dict)
+    # Per (program group, feature): every run's outcome (doomed features).
+    features: dict[tuple[str, str], FeatureRecord] = field(default_factory=dict)
+    known: set[str] = field(default_factory=set)  # the known buckets record() was told of
 
     def __post_init__(self) -> None:
         for name in ("floor", "new_floor"):
@@ -74,28 +110,37 @@ class Scheduler:
     def cell(target: Target, sample: Sample) -> Cell:
         return (target.program_group, tuple(sample.features()))
 
-    def chance(self, record: CellRecord, group: CellRecord | None = None) -> float:
+    def doomed_runs(self, cell: Cell) -> int:
+        """The most runs of a doomed feature of ``cell`` in its group (0: none)."""
+        group, features = cell
+        records = (self.features.get((group, feature)) for feature in features)
+        return max((r.runs for r in records if r is not None and r.doomed(self.known)),
+                   default=0)
+
+    def chance(self, record: CellRecord, group: CellRecord | None = None,
+               doomed_runs: int = 0) -> float:
         """The probability of running a cell with this record (in a program
-        group with the record ``group``)."""
+        group with the record ``group``; ``doomed_runs`` from ``doomed_runs``)."""
         if record.skipped_in_row >= self.every - 1:
             return 1.0
-        if record.run == 0:
-            if group is None or group.streak < 2:
-                return 1.0
-            return max(self.new_floor, 0.5 ** (group.streak - 1))
-        if record.streak < 2:
-            return 1.0
-        return max(self.floor, 0.5 ** (record.streak - 1))
+
+        def fading(evidence: int, floor: float) -> float:
+            return 1.0 if evidence < 2 else max(floor, 0.5 ** (evidence - 1))
+
+        prior = group.streak if group is not None and record.run == 0 else 0
+        return min(fading(record.streak, self.floor), fading(prior, self.new_floor),
+                   fading(doomed_runs, self.new_floor))
 
     def choose(self, sample: Sample, targets: Sequence[Target]) -> list[Target]:
         """The targets to run ``sample`` on: whole program groups, in order."""
         decided: dict[Cell, bool] = {}
+        draw = self._random.random()
         for target in targets:
             cell = self.cell(target, sample)
             if cell not in decided:
                 record = self.cells.setdefault(cell, CellRecord())
                 record.offered += 1
-                run = self._random.random() < self.chance(record, self.groups.get(cell[0]))
+                run = draw < self.chance(record, self.groups.get(cell[0]), self.doomed_runs(cell))
                 record.run += run
                 record.skipped_in_row = 0 if run else record.skipped_in_row + 1
                 decided[cell] = run
@@ -110,9 +155,12 @@ class Scheduler:
         for target in ran:
             landed.setdefault(self.cell(target, sample), set()).add(
                 buckets.get(target.name, "PASS"))
+        self.known |= known
         for cell, outcome in landed.items():
             now = frozenset(outcome)
             only_known = "PASS" not in now and now <= known
+            for feature in cell[1]:
+                self.features.setdefault((cell[0], feature), FeatureRecord()).add(now)
             record = self.cells.setdefault(cell, CellRecord())
             record.streak = record.streak + 1 if only_known and now == record.last else int(only_known)
             record.last = now
