@@ -119,7 +119,14 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
     print(f"4. samples per minute over {len(new[0]['targets'])} targets, seed 1, {budget_s:.0f}s "
           f"each: old engine {rate_old:.1f} ({old['samples']} samples), today's "
           f"{rate_new:.1f} ({new[0]['samples']} samples, {new[0]['confirm_runs']} re-run on "
-          f"every target): {rate_new / max(rate_old, 1e-9):.2f}x; aim >= 3x")
+          f"every target, {new[0]['unscheduled']} sent to none): "
+          f"{rate_new / max(rate_old, 1e-9):.2f}x; aim >= 3x")
+    rates = sorted(s["samples_per_minute"] for s in new)
+    print(f"   today's engine on seeds 1-3: {', '.join(f'{r:.1f}' for r in rates)} samples per "
+          f"minute (median {statistics.median(rates) / max(rate_old, 1e-9):.2f}x the old engine's "
+          f"seed 1); wall seconds per budget: old {old['elapsed_s']:.0f}, today's "
+          f"{', '.join(str(round(s['elapsed_s'])) for s in new)} (what is in flight at the "
+          f"budget's end is still checked)")
     found: dict[str, list[float]] = {}
     for summary in new:
         for bucket, seconds in summary["first_found_s"].items():
