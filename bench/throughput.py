@@ -7,7 +7,8 @@
    available one), cold cache.
 3. A campaign replayed against a warm artifact cache versus cold. Aim: warm
    >= 10x faster.
-4. Samples per minute over the default targets, the old engine (a barrier
+4. Samples checked (sent to at least one target) per minute over the
+   default targets, the old engine (a barrier
    after each sample, every sample to every target, weights inline: one
    compile per weight seed, an export and import per output type) vs today's
    (no barrier, the scheduler, weights as inputs for most samples, one
@@ -105,6 +106,9 @@ def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None,
     report = run_campaign(options)
     summary = report.summary()
     summary["samples_per_minute"] = report.samples / max(report.elapsed_s, 1e-9) * 60
+    # A sample the scheduler sent to no target was generated, not checked.
+    summary["checked_per_minute"] = (report.samples - report.unscheduled) \
+        / max(report.elapsed_s, 1e-9) * 60
     return summary
 
 
@@ -115,16 +119,20 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
         root = Path(scratch)
         old = engine_campaign(budget_s, 1, targets, root, old=True)
         new = [engine_campaign(budget_s, seed, targets, root, old=False) for seed in (1, 2, 3)]
-    rate_old, rate_new = old["samples_per_minute"], new[0]["samples_per_minute"]
-    print(f"4. samples per minute over {len(new[0]['targets'])} targets, seed 1, {budget_s:.0f}s "
-          f"each: old engine {rate_old:.1f} ({old['samples']} samples), today's "
-          f"{rate_new:.1f} ({new[0]['samples']} samples, {new[0]['confirm_runs']} re-run on "
-          f"every target, {new[0]['unscheduled']} sent to none): "
-          f"{rate_new / max(rate_old, 1e-9):.2f}x; aim >= 3x")
-    rates = sorted(s["samples_per_minute"] for s in new)
-    print(f"   today's engine on seeds 1-3: {', '.join(f'{r:.1f}' for r in rates)} samples per "
-          f"minute (median {statistics.median(rates) / max(rate_old, 1e-9):.2f}x the old engine's "
-          f"seed 1); wall seconds per budget: old {old['elapsed_s']:.0f}, today's "
+    rate_old, rate_new = old["checked_per_minute"], new[0]["checked_per_minute"]
+    print(f"4. samples checked (run on at least one target) per minute over "
+          f"{len(new[0]['targets'])} targets, seed 1, {budget_s:.0f}s each: old engine "
+          f"{rate_old:.1f} ({old['samples']} samples), today's {rate_new:.1f} "
+          f"({new[0]['samples'] - new[0]['unscheduled']} samples, {new[0]['confirm_runs']} re-run "
+          f"on every target): {rate_new / max(rate_old, 1e-9):.2f}x; aim >= 3x")
+    for s in new:
+        s["ratio"] = s["checked_per_minute"] / max(rate_old, 1e-9)
+    print("   today's engine on seeds 1-3 (checked / generated per minute, ratio of checked to the "
+          "old engine's seed 1): " + "; ".join(
+              f"{s['checked_per_minute']:.1f} / {s['samples_per_minute']:.1f} "
+              f"({s['unscheduled']} of {s['samples']} sent to no target) {s['ratio']:.2f}x"
+              for s in new) + f"; median {statistics.median(s['ratio'] for s in new):.2f}x")
+    print(f"   wall seconds per budget: old {old['elapsed_s']:.0f}, today's "
           f"{', '.join(str(round(s['elapsed_s'])) for s in new)} (what is in flight at the "
           f"budget's end is still checked)")
     found: dict[str, list[float]] = {}
