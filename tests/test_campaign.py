@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from fuzz import corpus
 from fuzz.campaign import CampaignOptions, run_campaign
 
@@ -225,3 +227,20 @@ def test_the_old_engine_switch_gives_each_output_type_its_own_import(tmp_path: P
         campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "c", targets=("iree-cpu", "iree-tosa"),
                                             shared_import=shared))
         assert [t.shared_import for t in campaign.targets] == [shared, shared]  # type: ignore[attr-defined]
+
+
+@pytest.mark.pipeline
+def test_a_shape_mode_is_exported_and_imported_once_per_sample(tmp_path: Path) -> None:
+    """Real pipeline, two workers, one sample on two dynamic-shape targets of
+    different output types: the second waits for the first instead of
+    exporting beside it, so exactly one of them spends time in export."""
+    from fuzz.campaign import Campaign
+    from tests.helpers import tiny_config, tiny_sample
+
+    campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", cache_dir=tmp_path / "cache",
+                                        targets=("iree-torch-dyn", "iree-cpu-dyn"), workers=2))
+    (found,) = campaign.check_samples([tiny_sample(tiny_config(weights="inputs"))])
+    timings = campaign._last_timings
+    assert sorted(timings) == ["iree-cpu-dyn", "iree-torch-dyn"] and found == []
+    assert [name for name, stages in timings.items() if "export" in stages] == ["iree-torch-dyn"]
+    assert all("compile" in stages for stages in timings.values())
