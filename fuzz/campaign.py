@@ -478,9 +478,12 @@ class Campaign:
         assert self.pool is not None
         ordered = dispatch_order(targets)
         flight = _InFlight(sample, ordered, index, [None] * (2 + len(ordered)))
-        # A follower starts once its leader has cached what they share (the
-        # old engine, which shares nothing, lets every job start at once).
-        follows = leaders(ordered) if self.options.shared_import else [None] * len(ordered)
+        # A follower of a generated sample starts once its leader has cached
+        # what they share: other samples keep the workers busy meanwhile. A
+        # sample checked alone (replay, shrink, matrix, a confirm run) would
+        # leave a worker idle instead, and the old engine shares nothing.
+        wait = self.options.shared_import and index is not None
+        follows = leaders(ordered) if wait else [None] * len(ordered)
         tickets: list[int] = []
         for position, target in enumerate(self.references + ordered):
             leader = follows[position - 2] if position >= 2 else None

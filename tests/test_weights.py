@@ -93,12 +93,12 @@ def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  #
     from oracles.results import TargetResult
 
     class _Pool:
-        slots, pending = 1, 0
+        slots, pending, runnable = 1, 0, 0
 
         def __init__(self) -> None:
             self.jobs: list = []
 
-        def submit(self, job: object) -> int:
+        def submit(self, job: object, after: int | None = None) -> int:
             self.jobs.append(job)
             return len(self.jobs)
 
