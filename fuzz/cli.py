@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=parse_duration, default=120.0,
                      help="wall-clock limit per (sample, target) job (default 120s)")
     run.add_argument("--memory-mb", type=_positive_int, default=8192,
-                     help="address-space cap per worker in MiB (default 8192)")
+                     help="memory cap (RLIMIT_DATA) per worker in MiB (default 8192)")
     run.add_argument("--max-samples", type=_positive_int, default=None,
                      help="stop after this many samples even if budget remains")
     run.add_argument("--cache", type=Path, default=default_cache_dir(),

@@ -146,6 +146,21 @@ def _captured_stderr() -> Iterator[Callable[[], str]]:
 
 
 
+def _message(exc: BaseException) -> str:
+    """``str(exc)`` and, on a last line of its own, its explicit cause's first
+    line: iree.runtime raises "Could not create device. Exception for last
+    tried follows." *from* the error that says why (no driver, CUDA out of
+    memory), and that reason belongs in the evidence. A last line, not the
+    first: the bucket key reads the first meaningful line, and stored
+    buckets must not move because their evidence grew."""
+    message = str(exc)
+    cause = exc.__cause__
+    said = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else ""
+    if said and said not in message:
+        message = f"{message.rstrip()}\ncaused by {type(cause).__name__}: {said}"
+    return message
+
+
 def run_stage(stage: str, fn: Callable[[], T], *, capture_stderr: bool = True) -> T:
     """Run ``fn`` as ``stage``: a failure of the toolchain becomes a
     ``StageFailure`` carrying what it printed. Per-batch calls pass
@@ -156,13 +171,13 @@ def run_stage(stage: str, fn: Callable[[], T], *, capture_stderr: bool = True) -
         try:
             return fn()
         except Exception as exc:
-            raise StageFailure(stage, type(exc).__name__, str(exc)) from exc
+            raise StageFailure(stage, type(exc).__name__, _message(exc)) from exc
     with _captured_stderr() as diagnostics:
         try:
             return fn()
         except Exception as exc:
             error = exc
-    message = str(error)
+    message = _message(error)
     printed = diagnostics()[-MAX_DIAGNOSTIC_CHARS:]
     if printed.strip():
         message = f"{printed.rstrip()}\n{message}"

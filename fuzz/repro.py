@@ -506,7 +506,17 @@ def _graph_code(exported: Any) -> list[str]:
                                      ("nan", "nan = float('nan')"))
              if re.search(rf"\b{word}\b", text)]
     body = [re.sub(r";\s+[\w\s=]+= None$", "", line.rstrip()) for line in code[1:]]
-    return [*names, header, *(line for line in body if line.strip())]
+    # A low-precision model's graph names its float dtypes (the casts at its
+    # edges, torch.export's _assert_tensor_metadata checks of them): through
+    # _f, the float64 twin the judge builds computes them in float64 instead
+    # of failing "Tensor dtype mismatch! Expected: Float, Got: double".
+    body = [_FLOAT_DTYPE.sub(r"_f(torch.\1)", line) for line in body]
+    twin = ["TWIN = False  # True while the float64 twin runs: its float dtypes are float64",
+            "def _f(dtype):", "    return torch.float64 if TWIN else dtype"]
+    return [*names, *twin, header, *(line for line in body if line.strip())]
+
+
+_FLOAT_DTYPE = re.compile(r"\btorch\.(float16|bfloat16|float32|float64|half|float)\b(?!\w|\()")
 
 
 def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str],
@@ -623,8 +633,10 @@ def _judge_lines(target: IreeTarget, scale: float = 0.0) -> list[str]:
         + ".astype(np.float64)",
         "    with torch.no_grad():",
         "        e32 = model(*map(torch.from_numpy, [*LEAD, *inputs])).numpy().astype(np.float64)",
+        "        TWIN = True",
         "        ref = twin(*(torch.from_numpy(a).double() if a.dtype.kind == 'f' else torch.from_numpy(a) "
         "for a in [*LEAD, *inputs])).numpy()",
+        "        TWIN = False",
         "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)"
         + (f" + {scale!r} * (np.abs(ref) + np.abs(ref).max())" if scale else "") + ") "
         "if got.shape == ref.shape else np.ones(1, bool)",

@@ -4,8 +4,8 @@ the campaign.
 
 Workers are started with ``spawn`` (fork is unsafe with GPU drivers and with
 the threads torch starts), pay the torch / torch-mlir / IREE imports once, and
-live across samples. Each job has a wall-clock limit and each worker an
-address-space cap; a dead or stuck worker becomes a CRASH / TIMEOUT result
+live across samples. Each job has a wall-clock limit and each worker a
+memory cap (RLIMIT_DATA); a dead or stuck worker becomes a CRASH / TIMEOUT result
 carrying the stage it was in and the tail of its stderr, and is replaced.
 """
 
@@ -101,7 +101,13 @@ def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
         import resource
 
         limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        # RLIMIT_DATA, not RLIMIT_AS: the CUDA driver reserves far more address
+        # space than any such cap (on an H200, IREE's CUDA device creation fails
+        # with CUDA_ERROR_OUT_OF_MEMORY under RLIMIT_AS of 8 GiB, and in
+        # cuMemPoolCreate under 64 GiB), while RLIMIT_DATA counts the private
+        # writable memory a runaway compiler or eager reference takes, and
+        # refuses it the same way (MemoryError, ENOMEM).
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     if preload:
         import iree.compiler  # noqa: F401
         import iree.runtime  # noqa: F401

@@ -184,6 +184,27 @@ def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path, weigh
 
 
 @pytest.mark.pipeline
+@pytest.mark.parametrize("dtype", ["float16"])
+def test_the_model_repro_of_a_low_precision_model_judges_every_batch(tmp_path: Path,
+                                                                       dtype: str) -> None:
+    """A float16 / bfloat16 model's graph names its dtype in casts and in
+    torch.export's metadata checks: the float64 twin the script judges
+    against must compute those in float64. (Found on a GPU campaign: such
+    repros died "Tensor dtype mismatch! Expected: Float, Got: double" before
+    judging anything, so no low-precision wrong answer could be reported.)"""
+    signature = WEIGHTED.replace("op:aten.embedding_bag.padding_idx[per_sample_weights]",
+                                 "features:weighted_pooling=fixed")
+    config = one_table(weighted_pooling="fixed", sigmoid_top=0, weights="inputs", dtype=dtype)
+    entry = make_entry(tiny_sample(config, batches=2), signature, "iree-cpu-dyn",
+                       ("iree-cpu-dyn",), culprit="features:weighted_pooling=fixed")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "model"
+    assert "Error" not in repro.output, repro.output
+    judged = [line for line in repro.output.splitlines() if "elements off tolerance" in line]
+    assert [line.split(":")[0] for line in judged] == ["batch 0", "batch 1"], repro.output
+
+
+@pytest.mark.pipeline
 def test_int32_lowering_failure_reproduces(tmp_path: Path) -> None:
     entry = int32_entry(tiny_sample(one_table(index_dtype="int32")))
     repro = write_repro(tmp_path, entry, timeout_s=300)

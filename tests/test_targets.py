@@ -113,3 +113,23 @@ def test_gpu_target_runs_a_small_dlrm(name: str) -> None:
                     execute(TARGETS["eager"], sample))
     # A failure here is a finding, reported with its class; PASS is the healthy answer.
     assert outcome.verdict is Verdict.PASS, outcome
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["iree-cuda", "iree-hip"])
+def test_gpu_target_runs_in_a_capped_worker(name: str) -> None:
+    """A campaign runs every job in a worker under ``--memory-mb``'s cap
+    (8192 MiB by default): the GPU driver must still create its device there.
+    (Under an RLIMIT_AS cap, IREE's CUDA device creation failed with
+    CUDA_ERROR_OUT_OF_MEMORY on an H200, and every CUDA job of a default
+    campaign became a RUNTIME_ERROR; the in-process test above still passed.)"""
+    ok, why = TARGETS[name].availability()
+    if not ok:
+        pytest.skip(f"{name}: {why}")
+    from fuzz.workers import ExecuteJob, WorkerPool
+
+    sample = varied_sample()
+    with WorkerPool(1, timeout_s=300) as pool:  # the campaign's default cap
+        (result,) = pool.run([ExecuteJob(TARGETS[name], sample)])
+    outcome = judge(result, execute(TARGETS["eager-f64"], sample), execute(TARGETS["eager"], sample))
+    assert outcome.verdict is Verdict.PASS, outcome

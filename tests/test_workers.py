@@ -112,6 +112,40 @@ def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> Non
     assert ok.failure is None and pool.replaced == replaced  # same workers, still working
 
 
+class _ReservesLikeAGpuDriver:
+    """Reserves 64 GiB of address space without memory behind it (what the
+    CUDA driver does when IREE creates its device), then asks for 2 GiB of
+    real memory: (whether the reservation worked, whether the ask was refused)."""
+
+    target_name = "reserves"
+
+    def __call__(self, on_stage: object, cache: object) -> tuple[bool, bool]:
+        import mmap
+
+        try:
+            reserved = mmap.mmap(-1, 64 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                                 prot=0)  # PROT_NONE (no name for it in 3.11)
+            reserved.close()
+            reservation_works = True
+        except OSError:
+            reservation_works = False
+        try:
+            hog = np.ones(2 << 30, np.uint8)
+            return reservation_works, bool(hog[-1] != 1)
+        except MemoryError:
+            return reservation_works, True
+
+
+def test_the_memory_cap_refuses_memory_not_address_space(pool: WorkerPool) -> None:
+    """A worker's cap (1024 MiB here) refuses memory a runaway job takes, but
+    not address space reserved without memory: under an address-space cap
+    (RLIMIT_AS), IREE's CUDA device could not be created in any worker on an
+    H200 (CUDA_ERROR_OUT_OF_MEMORY), and every CUDA job of a default campaign
+    became a false RUNTIME_ERROR."""
+    (answer,) = pool.run([_ReservesLikeAGpuDriver()])
+    assert answer == (True, True)
+
+
 def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A machine loaded for minutes can make a replacement miss its start-up
     deadline: the pool kills it and starts another (one failed start costs
