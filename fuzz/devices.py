@@ -17,10 +17,12 @@ importing this module stays cheap.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,7 +94,12 @@ def ensure_runtime_environment() -> None:
     """
     if not os.environ.get("XDG_RUNTIME_DIR"):
         # mkdtemp makes the folder mode 0700, which is what the loader expects.
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="dlrm-fuzz-xdg-")
+        folder = tempfile.mkdtemp(prefix="dlrm-fuzz-xdg-")
+        os.environ["XDG_RUNTIME_DIR"] = folder
+        # The process that made it removes it (one folder a process used to
+        # stay behind: 49 in /tmp after one session's test runs); processes
+        # started later inherit the variable and make none of their own.
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def _short(detail: str) -> str:

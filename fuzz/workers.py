@@ -285,6 +285,11 @@ class WorkerPool(AnswerQueue):
         self.cache_mb = cache_mb
         self._context = multiprocessing.get_context("spawn")
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
+        # Workers inherit this process's runtime folder (removed when it
+        # exits) instead of each making one that a killed worker leaves behind.
+        from fuzz.devices import ensure_runtime_environment
+
+        ensure_runtime_environment()
         self._serial = 0
         self.replaced = 0
         self.busy_s = 0.0  # seconds workers spent on jobs: the busy fraction's numerator

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -126,3 +127,19 @@ def test_vulkan_matches_eager(tiny: Tiny) -> None:
 @pytest.mark.pipeline
 def test_local_task_matches_eager(tiny: Tiny) -> None:
     _check_two_batches(tiny, "llvm-cpu", [], "local-task")
+
+
+def test_the_runtime_folder_made_for_a_process_is_removed_when_it_exits(tmp_path: Path) -> None:
+    """Without XDG_RUNTIME_DIR, the folder made for the Vulkan loader goes
+    away with the process that made it (one used to stay in /tmp per process)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    code = ("import os; from fuzz.devices import ensure_runtime_environment; "
+            "ensure_runtime_environment(); print(os.environ['XDG_RUNTIME_DIR'])")
+    made = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    assert made.startswith(str(tmp_path / "dlrm-fuzz-xdg-")), made
+    assert not Path(made).exists()
