@@ -21,10 +21,13 @@
 7. Seconds from model to compiled module (export + import + iree-cpu
    compile) for a 10-row vs a 10^6-row table, weights inline vs as inputs.
    Aim: ratio <= 1.3 with weights as inputs.
-(Ray's overhead against the local pool: python bench/ray_overhead.py.)
+8. Today's engine with its workers as Ray actors on a local 2-CPU cluster
+   (``--ray local``) vs the local pool: samples checked per minute, same
+   seed and budget (needs the ``ray`` extra). Per-job costs (start-up, round
+   trip, memory): python bench/ray_overhead.py.
 
 Usage: python bench/throughput.py [--seconds 60] [--samples 4] [--targets a,b]
-       [--campaign 180] [--skip 1,2,3]
+       [--campaign 180] [--skip 1,2,3,8]
 """
 
 from __future__ import annotations
@@ -93,16 +96,17 @@ def campaign_seconds(cache_dir: Path | None, samples: int, targets: tuple[str, .
 
 
 def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None, root: Path,
-                    old: bool) -> dict:
-    """One generation-only campaign, fresh corpus and cold cache; the summary."""
+                    old: bool, ray: str | None = None) -> dict:
+    """One generation-only campaign, fresh corpus and cold cache; the summary.
+    ``ray``: workers as actors of a Ray cluster (``"local"``: started here)."""
     from fuzz.campaign import CampaignOptions, run_campaign
 
-    tag = f"{'old' if old else 'new'}-{seed}"
+    tag = f"{'old' if old else 'new'}-{seed}{'-ray' if ray else ''}"
     options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
                               targets=targets, workers=2, cache_dir=root / f"cache-{tag}",
                               replay=False, shrink=False, report=False,
                               schedule=not old, barrier=old, inline_weights=old,
-                              shared_import=not old)
+                              shared_import=not old, ray=ray)
     report = run_campaign(options)
     summary = report.summary()
     summary["stage_seconds"] = dict(report.stage_seconds)
@@ -164,6 +168,21 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
         print(f"   {name}: allocation {summary['allocation']}")
 
 
+def ray_against_local(budget_s: float, targets: tuple[str, ...] | None) -> None:
+    """Figure 8: today's engine, seed 1, with its 2 workers as local processes
+    and as actors of a 2-CPU Ray cluster started here (``--ray local``)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        local = engine_campaign(budget_s, 1, targets, root, old=False)
+        ray = engine_campaign(budget_s, 1, targets, root, old=False, ray="local")
+    print(f"8. --ray local (2-CPU cluster) vs the local pool, seed 1, {budget_s:.0f}s each: "
+          f"samples checked per minute {ray['checked_per_minute']:.1f} vs "
+          f"{local['checked_per_minute']:.1f} (ratio {ray['checked_per_minute'] / max(local['checked_per_minute'], 1e-9):.2f}), "
+          f"generated {ray['samples_per_minute']:.1f} vs {local['samples_per_minute']:.1f}; "
+          f"busy fraction {ray['busy_fraction']:.2f} vs {local['busy_fraction']:.2f}; buckets "
+          f"{len(ray['first_found_s'])} vs {len(local['first_found_s'])}")
+
+
 def table_size_compile_seconds() -> None:
     from fuzz.pipeline import Timer
     from fuzz.config import DLRMConfig
@@ -218,6 +237,8 @@ def main() -> None:
         table_size_compile_seconds()
     if "4" not in skip:
         engines(args.campaign, targets)
+    if "8" not in skip:
+        ray_against_local(args.campaign, targets)
     if {"1", "2", "3"} <= skip:
         return
 
