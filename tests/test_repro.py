@@ -187,8 +187,9 @@ def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path, weigh
 @pytest.mark.parametrize("dtype", ["float16"])
 def test_the_model_repro_of_a_low_precision_model_judges_every_batch(tmp_path: Path,
                                                                        dtype: str) -> None:
-    """A float16 / bfloat16 model's graph names its dtype in casts and in
-    torch.export's metadata checks: the float64 twin the script judges
+    """A float16 model's graph names its dtype in casts and in torch.export's
+    metadata checks (bfloat16 too, but its inline tables do not compile on
+    llvm-cpu: compile_error-0b39ec9e1a71): the float64 twin the script judges
     against must compute those in float64. (Found on a GPU campaign: such
     repros died "Tensor dtype mismatch! Expected: Float, Got: double" before
     judging anything, so no low-precision wrong answer could be reported.)"""
