@@ -40,6 +40,11 @@ from pathlib import Path
 import numpy as np
 
 
+def ratio(a: float, b: float) -> float:
+    """a / b, with an empty b (nothing measured) not a crash."""
+    return a / max(b, 1e-9)
+
+
 def batches_per_second(seconds: float) -> tuple[float, float]:
     import torch
 
@@ -110,10 +115,10 @@ def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None,
     report = run_campaign(options)
     summary = report.summary()
     summary["stage_seconds"] = dict(report.stage_seconds)
-    summary["samples_per_minute"] = report.samples / max(report.elapsed_s, 1e-9) * 60
+    summary["samples_per_minute"] = ratio(report.samples, report.elapsed_s) * 60
     # A sample the scheduler sent to no target was generated, not checked.
-    summary["checked_per_minute"] = (report.samples - report.unscheduled) \
-        / max(report.elapsed_s, 1e-9) * 60
+    summary["checked_per_minute"] = ratio(report.samples - report.unscheduled,
+                                          report.elapsed_s) * 60
     return summary
 
 
@@ -128,8 +133,8 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
         old = [engine_campaign(budget_s, seed, targets, root, old=True) for seed in seeds]
         new = [engine_campaign(budget_s, seed, targets, root, old=False) for seed in seeds]
     for o, n in zip(old, new):
-        n["ratio"] = n["checked_per_minute"] / max(o["checked_per_minute"], 1e-9)
-        n["generated_ratio"] = n["samples_per_minute"] / max(o["samples_per_minute"], 1e-9)
+        n["ratio"] = ratio(n["checked_per_minute"], o["checked_per_minute"])
+        n["generated_ratio"] = ratio(n["samples_per_minute"], o["samples_per_minute"])
     print(f"4. samples checked (run on at least one target) per minute over "
           f"{len(new[0]['targets'])} targets, {budget_s:.0f}s per campaign, old engine vs "
           f"today's on the same seed; aim >= 3x")
@@ -141,7 +146,7 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
               f"{n['generated_ratio']:.2f}x generated")
     print(f"   median over seeds: {statistics.median(n['ratio'] for n in new):.2f}x checked, "
           f"{statistics.median(n['generated_ratio'] for n in new):.2f}x generated; "
-          f"pooled: {sum(n['checked_per_minute'] for n in new) / max(sum(o['checked_per_minute'] for o in old), 1e-9):.2f}x checked")
+          f"pooled: {ratio(sum(n['checked_per_minute'] for n in new), sum(o['checked_per_minute'] for o in old)):.2f}x checked")
     print(f"   wall seconds per budget: old {', '.join(str(round(o['elapsed_s'])) for o in old)}, "
           f"today's {', '.join(str(round(n['elapsed_s'])) for n in new)} (what is in flight at "
           f"the budget's end is still checked)")
@@ -171,13 +176,18 @@ def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
 def ray_against_local(budget_s: float, targets: tuple[str, ...] | None) -> None:
     """Figure 8: today's engine, seed 1, with its 2 workers as local processes
     and as actors of a 2-CPU Ray cluster started here (``--ray local``)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        print("8. skipped: Ray is not installed (pip install 'dlrm-fuzz[ray]')")
+        return
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         local = engine_campaign(budget_s, 1, targets, root, old=False)
         ray = engine_campaign(budget_s, 1, targets, root, old=False, ray="local")
     print(f"8. --ray local (2-CPU cluster) vs the local pool, seed 1, {budget_s:.0f}s each: "
           f"samples checked per minute {ray['checked_per_minute']:.1f} vs "
-          f"{local['checked_per_minute']:.1f} (ratio {ray['checked_per_minute'] / max(local['checked_per_minute'], 1e-9):.2f}), "
+          f"{local['checked_per_minute']:.1f} (ratio {ratio(ray['checked_per_minute'], local['checked_per_minute']):.2f}), "
           f"generated {ray['samples_per_minute']:.1f} vs {local['samples_per_minute']:.1f}; "
           f"busy fraction {ray['busy_fraction']:.2f} vs {local['busy_fraction']:.2f}; buckets "
           f"{len(ray['first_found_s'])} vs {len(local['first_found_s'])}")
@@ -257,11 +267,11 @@ def main() -> None:
     names = targets or tuple(available_targets(TARGETS))
     cold_f, warm_f = cold - startup, warm - startup
     print(f"2. configs checked per minute across {len(names)} targets ({', '.join(names)}): "
-          f"{n / max(cold_f, 1e-9) * 60:.1f} with a cold cache (the default: targets sharing a "
-          f"lowered program reuse it), {n / max(uncached - startup, 1e-9) * 60:.1f} with "
+          f"{ratio(n, cold_f) * 60:.1f} with a cold cache (the default: targets sharing a "
+          f"lowered program reuse it), {ratio(n, uncached - startup) * 60:.1f} with "
           f"--no-cache; {n} samples, worker start-up {startup:.1f}s excluded")
     print(f"3. campaign of {n} samples: cold cache {cold_f:.1f}s, warm cache {warm_f:.1f}s "
-          f"(worker start-up {startup:.1f}s excluded from both): {cold_f / max(warm_f, 1e-9):.1f}x; "
+          f"(worker start-up {startup:.1f}s excluded from both): {ratio(cold_f, warm_f):.1f}x; "
           f"aim >= 10x")
 
 
