@@ -258,6 +258,8 @@ class Campaign:
         self.known = {entry.bucket for entry in stored}
         self._sizes: dict[str, tuple[int, ...]] = {}
         self.unshrunk: list[str] = []
+        # Known buckets whose stored case a smaller generated one replaced.
+        self.replaced: list[str] = []
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
@@ -639,6 +641,9 @@ class Campaign:
                 if size < self._stored_size(finding.bucket) and \
                         corpus.replace_if_smaller(root, entry, size_key):
                     self._sizes[finding.bucket] = size
+                    # The new case's repro, tool files and REPORT.md are the report phase's.
+                    if finding.bucket not in self.replaced:
+                        self.replaced.append(finding.bucket)
                 return
             path = corpus.save(root, entry)
             self.known.add(finding.bucket)
@@ -668,6 +673,7 @@ class Campaign:
         root = self.options.corpus_dir
         buckets = [f.bucket for f in self.report.new_buckets]
         buckets += [s.bucket for s in self.report.shrinks if s.replaced and s.bucket not in buckets]
+        buckets += [bucket for bucket in self.replaced if bucket not in buckets]
         jobs = [BugReportJob(str(root / bucket), self.options.table) for bucket in buckets]
         for bucket, answer in zip(buckets, self.pool.run(jobs, faults=True) if jobs else []):
             if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
