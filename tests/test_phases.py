@@ -177,3 +177,35 @@ def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
     assert (merged["steps_tried"], merged["steps_accepted"], merged["seconds"]) == (15, 5, 42.5)
     assert merged["stopped"] == "fixpoint" and merged["passes"] == 2
     assert _merged(None, again) == again
+
+
+def _file_samples(store: Path, samples: list[Sample], report: bool) -> Campaign:
+    """Check and file ``samples`` on refbackend as generated samples would be,
+    then (``report``) run the report phase; the campaign afterwards."""
+    campaign = Campaign(CampaignOptions(targets=("refbackend",), corpus_dir=store, workers=1,
+                                        replay=False, shrink=False))
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        for sample in samples:
+            campaign._run_sample(sample, campaign.targets, file=True)
+        if report:
+            campaign._write_reports()
+    return campaign
+
+
+@pytest.mark.pipeline
+def test_a_stored_case_replaced_by_a_smaller_one_gets_its_repro_again(tmp_path: Path) -> None:
+    """The real int32 lowering bug, stored from a 3-table case without its
+    report files; a later campaign meets it in a 1-table case, swaps that in,
+    and its report phase writes repro.py and REPORT.md for it (they were lost:
+    only case.json, error.txt and inputs.npz stayed)."""
+    store = tmp_path / "corpus"
+    first = _file_samples(store, [tiny_sample(tiny_config(index_dtype="int32"))], report=False)
+    (bucket,) = [f.bucket for f in first.report.new_buckets]
+    assert not (store / bucket / "repro.py").exists()
+    one_table = tiny_config(index_dtype="int32", ln_emb=(10,), ln_top=(5, 1))
+    later = _file_samples(store, [tiny_sample(one_table)], report=True)
+    assert later.replaced == [bucket] and not later.report.new_buckets
+    (entry,) = corpus.load(store)[0]
+    assert entry.sample.config.num_tables == 1
+    assert (store / bucket / "repro.py").exists() and (store / bucket / "REPORT.md").exists()
