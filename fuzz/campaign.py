@@ -30,7 +30,7 @@ from fuzz.sample import Sample
 from fuzz.schedule import Scheduler
 from fuzz.targets import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
-from fuzz.triage import Finding, Triage
+from fuzz.triage import CandidateRejected, Finding, Triage
 from fuzz.workers import HarnessError, HarnessFault, WorkerPool
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies.draw import ROUND, each_sample
@@ -721,7 +721,11 @@ class Campaign:
         if target is None:
             return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
         method = (entry.culprit or "").split(":", 1)[0] or None
-        wanted = triage.solo_key(target, entry.sample, method)
+        try:
+            wanted = triage.solo_key(target, entry.sample, method)
+        except CandidateRejected as rejected:
+            return ShrinkRecord(bucket, target.name, {
+                "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
         if wanted is None:
             return ShrinkRecord(bucket, target.name, {
                 "skipped": "the stored case does not fail on its target alone"}, False)
@@ -734,7 +738,10 @@ class Campaign:
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)
         # The stored evidence (error line, numbers, programs) must be the shrunk case's.
-        _, outcome, got = triage.solo_verdict(target, result.sample)
+        try:
+            _, outcome, got = triage.solo_verdict(target, result.sample)
+        except CandidateRejected:
+            return ShrinkRecord(bucket, target.name, record, False)
         if outcome is None or got is None:
             return ShrinkRecord(bucket, target.name, record, False)
         shrunk = dataclasses.replace(
@@ -753,7 +760,7 @@ def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any
         return now
     merged = dict(now, size_before=before["size_before"],
                   passes=int(before.get("passes", 1)) + 1)
-    for counter in ("steps_tried", "steps_accepted", "seconds"):
+    for counter in ("steps_tried", "steps_accepted", "steps_rejected", "seconds"):
         merged[counter] = before.get(counter, 0) + now.get(counter, 0)
     return merged
 

@@ -472,14 +472,18 @@ def _summary(console: Console, report: CampaignReport) -> None:
         console.print(found)
     if report.shrinks:
         shrunk = Table(title="shrinking (size: tables/examples/indices)")
-        for column in ("bucket", "target", "before", "after", "steps", "seconds", "stored"):
+        for column in ("bucket", "target", "before", "after", "steps", "rejected", "steps/s",
+                       "seconds", "stored"):
             shrunk.add_column(column, overflow="fold")
         for record in report.shrinks:
             r = record.record
+            seconds, tried = _number(r.get("seconds")), _number(r.get("steps_tried"))
             _row(shrunk, record.bucket, record.target, _size(r.get("size_before")),
                            _size(r.get("size_after")) if "skipped" not in r else str(r["skipped"]),
                            f"{r.get('steps_accepted', 0)}/{r.get('steps_tried', 0)}",
-                           f"{r.get('seconds', 0.0):.1f}",
+                           str(r.get("steps_rejected", 0)),
+                           f"{tried / seconds:.1f}" if seconds > 0 else "-",
+                           f"{seconds:.1f}",
                            "replaced" if record.replaced else "kept")
         console.print(shrunk)
 
@@ -492,6 +496,11 @@ def _coverage_table(report: CampaignReport) -> Table:
     for knob, counts in report.coverage.rows():
         _row(table, knob, *(str(count) for count in counts))
     return table
+
+
+def _number(value: object) -> float:
+    """A count or duration read from a JSON record; 0 when absent."""
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def _row(table: Table, *cells: str) -> None:

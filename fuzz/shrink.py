@@ -19,10 +19,16 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 from fuzz import edits
 from fuzz.sample import Sample
 
-__all__ = ["shrink", "ShrinkResult", "PASSES", "check_reducer_arguments"]
+__all__ = ["shrink", "ShrinkResult", "StepRejected", "PASSES", "check_reducer_arguments"]
 
 Stopped = Literal["fixpoint", "budget", "max_steps"]
 Candidates = Iterator["Sample | None"]
+
+
+class StepRejected(Exception):
+    """Raised by a predicate that could not judge a candidate at all (the
+    pipeline refused the edited sample for a reason of its own, or a bug of
+    ours hit it): the step is rejected and counted, and shrinking goes on."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +42,14 @@ class ShrinkResult:
     size_before: dict[str, int]
     size_after: dict[str, int]
     stopped: Stopped
+    steps_rejected: int = 0
+    rejections: tuple[str, ...] = ()  # why the first few rejected steps were
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (the sample itself is stored by the corpus)."""
         return {"steps_tried": self.steps_tried, "steps_accepted": self.steps_accepted,
+                "steps_rejected": self.steps_rejected,
+                **({"rejections": list(self.rejections)} if self.rejections else {}),
                 "seconds": round(self.seconds, 3), "size_before": dict(self.size_before),
                 "size_after": dict(self.size_after), "stopped": self.stopped,
                 "config": self.sample.config.to_dict(), "seed": self.sample.seed,
@@ -185,6 +195,8 @@ class _Reducer:
         self.tried: set[str] = {edits.content_hash(sample)}
         self.steps_tried = 0
         self.steps_accepted = 0
+        self.steps_rejected = 0
+        self.rejections: list[str] = []
 
     def offer(self, candidate: Sample | None) -> bool:
         """Try one candidate; True when it became the current sample."""
@@ -202,7 +214,14 @@ class _Reducer:
             raise _Stop("budget")
         self.tried.add(digest)
         self.steps_tried += 1
-        if not self.still_failing(candidate):
+        try:
+            failing = self.still_failing(candidate)
+        except StepRejected as rejected:
+            self.steps_rejected += 1
+            if len(self.rejections) < 3:  # the first few say why, for the record
+                self.rejections.append(str(rejected)[:300])
+            return False
+        if not failing:
             return False
         self.current, self.key = candidate, key
         self.steps_accepted += 1
@@ -267,4 +286,6 @@ def _shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: f
                         steps_accepted=reducer.steps_accepted,
                         seconds=time.monotonic() - start,
                         size_before=edits.sample_size(sample),
-                        size_after=edits.sample_size(reducer.current), stopped=stopped)
+                        size_after=edits.sample_size(reducer.current), stopped=stopped,
+                        steps_rejected=reducer.steps_rejected,
+                        rejections=tuple(reducer.rejections))

@@ -18,17 +18,26 @@ from typing import Any, Callable, Sequence
 from fuzz.cache import ArtifactCache
 from fuzz.pipeline import Timer
 from fuzz.sample import Sample
+from fuzz.shrink import StepRejected
 from fuzz.targets import Target
 from fuzz.workers import WorkerPool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
 
-__all__ = ["Finding", "LocalizeJob", "Triage", "culprit_of", "PREFERRED_REPRESENTATIVES"]
+__all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of",
+           "PREFERRED_REPRESENTATIVES"]
 
 # Where to localize / shrink a bug seen on several targets: the cheapest first
 # (refbackend compiles in ~0.1 s, llvm-cpu in ~1 s, Vulkan is slower).
 PREFERRED_REPRESENTATIVES = ("refbackend", "iree-cpu", "iree-cpu-sync", "iree-vmvx")
+
+
+class CandidateRejected(StepRejected):
+    """A sample that shrinking or ablation made up could not be checked: a job
+    on it hit a bug of ours or a rule of the pipeline that the edit broke (a
+    ``torch.export`` guard of a dynamic export, say). The reducer counts it as
+    a rejected step: it costs that step, never the phase or the campaign."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +182,8 @@ class Triage:
             reps[cluster] = _order([n for n, c in clusters.items() if c == cluster])[0]
         jobs = [LocalizeJob(targets[rep], sample, int(outcomes[rep].numbers.get("batch", 0)),
                             self.tolerance_for(sample)) for rep in reps.values()]
-        answers = self.pool.run(jobs) if jobs else []
+        # A localization that trips over a bug of ours loses the culprit, not the sample.
+        answers = self.pool.run(jobs, faults=True) if jobs else []
         self.localizations += len(jobs)
         culprits: dict[int, str] = {}
         for (cluster, rep), answer in zip(reps.items(), answers):
@@ -198,7 +208,10 @@ class Triage:
         from fuzz.ablate import ablate
 
         def still_mismatches(candidate: Sample) -> bool:
-            return self.solo_verdict(target, candidate)[0] is Verdict.MISMATCH
+            try:
+                return self.solo_verdict(target, candidate)[0] is Verdict.MISMATCH
+            except CandidateRejected:
+                return False
 
         self.ablations += 1
         ablation = ablate(sample, still_mismatches, self.ablate_budget_s)
@@ -214,7 +227,7 @@ class Triage:
         from fuzz.targets import EAGER, REFERENCE, resolve_targets
 
         reference, eager = resolve_targets([REFERENCE, EAGER])
-        ref, eag, got = self.pool.run([(reference, sample), (eager, sample), (target, sample)])
+        ref, eag, got = self._checked([(reference, sample), (eager, sample), (target, sample)])
         try:
             outcome = judge(got, ref, eag, self.tolerance_for(sample))
         except ReferenceFailed:
@@ -231,7 +244,7 @@ class Triage:
         eager itself, so when it names a culprit the case is a mismatch in
         that op at the cost of one compile instead of two."""
         if culprit_method == "op":
-            (quick,) = self.pool.run([LocalizeJob(target, sample, 0, self.tolerance_for(sample))])
+            (quick,) = self._checked([LocalizeJob(target, sample, 0, self.tolerance_for(sample))])
             if culprit_of(quick):
                 return mismatch_key(target.name, str(culprit_of(quick)))
         verdict, outcome, _ = self.solo_verdict(target, sample)
@@ -240,9 +253,21 @@ class Triage:
         if verdict is not Verdict.MISMATCH:
             return error_key(verdict, target.owner(outcome.stage), outcome.op, outcome.error)
         if culprit_method == "op":
-            (answer,) = self.pool.run([LocalizeJob(target, sample,
+            (answer,) = self._checked([LocalizeJob(target, sample,
                                                    int(outcome.numbers.get("batch", 0)),
                                                    self.tolerance_for(sample))])
             return mismatch_key(target.name, culprit_of(answer) or "unlocalized")
         return mismatch_key(target.name, "mismatch")
 
+    def _checked(self, jobs: list[Any]) -> list[Any]:
+        """``pool.run`` for samples someone made up (shrink or ablation
+        candidates, replayed cases): a job that hit a bug of ours raises
+        ``CandidateRejected`` with its last traceback line, once all are in."""
+        from fuzz.workers import HarnessFault
+
+        answers = self.pool.run(jobs, faults=True)
+        for answer in answers:
+            if isinstance(answer, HarnessFault):
+                lines = answer.traceback.strip().splitlines() or [""]
+                raise CandidateRejected(f"{answer.target}: {lines[-1]}")
+        return answers

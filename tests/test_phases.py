@@ -209,3 +209,42 @@ def test_a_stored_case_replaced_by_a_smaller_one_gets_its_repro_again(tmp_path: 
     (entry,) = corpus.load(store)[0]
     assert entry.sample.config.num_tables == 1
     assert (store / bucket / "repro.py").exists() and (store / bucket / "REPORT.md").exists()
+
+
+def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path: Path) -> None:
+    """Seed 5's campaign died in its shrink phase on a candidate whose export
+    guard failed inside localization (a bug of ours, raised as a HarnessError):
+    now such a candidate is a rejected step, counted in the shrink record, and
+    shrinking carries on with the others and still swaps in a smaller case."""
+    from fuzz.execute import execute
+    from fuzz.workers import HarnessFault
+
+    class InProcessPool:
+        """Runs (target, sample) jobs here; the target's job on a candidate
+        with two tables "hits a bug of ours" the way the export guard did."""
+
+        def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]
+            answers = []
+            for target, sample in jobs:
+                if target.name == "fake-raise" and sample.config.num_tables == 2:
+                    assert faults, "a candidate's fault must not raise out of the pool"
+                    answers.append(HarnessFault(target.name,
+                                                "Traceback ...\nAssertionError: Guard failed"))
+                else:
+                    answers.append(execute(target, sample))
+            return answers
+
+    campaign = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=tmp_path / "corpus",
+                                        workers=1))
+    with campaign._pool() as pool:  # filed as a generated sample would be
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+    campaign.pool = InProcessPool()
+    campaign.triage = Triage(campaign.pool, campaign.options.tolerance)  # type: ignore[arg-type]
+    record = campaign._shrink_one(found.bucket, budget_s=60)
+    assert record.record["steps_rejected"] > 0
+    assert "AssertionError: Guard failed" in record.record["rejections"][0]
+    # Every cut to two tables was rejected, so three stay; the rest still shrank.
+    after = record.record["size_after"]
+    assert record.replaced and after["tables"] == 3 and after["examples"] == 1
+    assert record.record["stopped"] == "fixpoint"

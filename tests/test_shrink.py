@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fuzz import edits
 from fuzz.sample import Sample
-from fuzz.shrink import PASSES, ShrinkResult, shrink
+from fuzz.shrink import PASSES, ShrinkResult, StepRejected, shrink
 from strategies import dlrm_configs
 from strategies.samples import samples
 from tests.helpers import tiny_config, tiny_sample, varied_sample
@@ -170,6 +170,29 @@ def test_never_asks_twice_about_one_candidate() -> None:
     assert result.sample is not None and result.steps_accepted == 0
     assert max(seen.values()) == 1 and sum(seen.values()) == result.steps_tried
     assert result.stopped == "fixpoint"
+
+
+def test_a_rejected_candidate_costs_one_step_not_the_shrink() -> None:
+    """A predicate that cannot judge a candidate (an export guard the edit
+    broke, a bug of ours on it) rejects that step; shrinking goes on past it
+    and still reaches the minimal case of the predicate it can judge."""
+    rejected = 0
+
+    def guarded(s: Sample) -> bool:
+        nonlocal rejected
+        if edits.sample_size(s)["examples"] == 2:  # e.g. a guard "batch >= 3"
+            rejected += 1
+            raise StepRejected(f"Guard failed: batch >= 3 (candidate {rejected})")
+        return _weighted_bug(s)
+
+    result = shrink(_big_sample(), guarded, budget_s=60)
+    assert rejected > 0 and result.steps_rejected == rejected
+    assert result.steps_rejected <= result.steps_tried - result.steps_accepted
+    assert _weighted_bug(result.sample) and result.size_after["tables"] == 1
+    assert result.stopped == "fixpoint"
+    record = result.to_dict()
+    assert record["steps_rejected"] == rejected
+    assert record["rejections"][0].startswith("Guard failed: batch >= 3")
 
 
 def test_budget_and_max_steps_are_respected() -> None:
