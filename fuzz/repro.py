@@ -262,19 +262,30 @@ def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | 
     call = _render_call(node.target, args, kwargs, tensors)
     if index is not None or isinstance(node.meta.get("val"), (tuple, list)):
         call += f"[{index or 0}]"
+    files, data = _operand_files(tensors)
+    bf16 = [i for i, t in enumerate(tensors) if str(t.dtype) == "torch.bfloat16"]
+    result = node.meta.get("val")
+    result = result[index or 0] if isinstance(result, (tuple, list)) else result
+    files["repro.py"] = _single_op_script(entry, target, str(node.target), call, data, bf16,
+                                          str(getattr(result, "dtype", "")) == "torch.bfloat16")
+    return files
+
+
+def _operand_files(tensors: Sequence[Any]) -> tuple[dict[str, str | bytes], list[str]]:
+    """Each operand as a numpy expression: a literal when small, else an
+    ``arg<i>.npy`` beside the script. numpy has no bfloat16: such operands
+    are written as float32 (exact) and the script casts them back."""
     files: dict[str, str | bytes] = {}
     data = []
-    if any(str(t.dtype) == "torch.bfloat16" for t in tensors):
-        return None  # numpy has no bfloat16 to write the operands in: the model form does
     for i, tensor in enumerate(tensors):
-        array = tensor.detach().contiguous().numpy()
+        tensor = tensor.detach()
+        array = (tensor.float() if str(tensor.dtype) == "torch.bfloat16" else tensor).contiguous().numpy()
         if array.size <= INLINE_MAX_ELEMENTS:
             data.append(_literal(array))
         else:
             files[f"arg{i}.npy"] = _npy(array)
             data.append(f'np.load("arg{i}.npy", allow_pickle=False)')
-    files["repro.py"] = _single_op_script(entry, target, str(node.target), call, data)
-    return files
+    return files, data
 
 
 def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
@@ -359,8 +370,13 @@ def _npy(array: np.ndarray) -> bytes:
 
 
 def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str,
-                      data: list[str]) -> str:
+                      data: list[str], bf16: Sequence[int] = (), bf16_out: bool = False) -> str:
     names = ", ".join(f"a{i}" for i in range(len(data)))
+    # bfloat16 operands enter as float32 (numpy and the runtimes have no
+    # bfloat16 arrays) and are cast inside, exactly; a bfloat16 result leaves
+    # as float32. Every float dtype the op names goes through the twin's _f.
+    body = [*(f"        a{i} = a{i}.to(torch.bfloat16)" for i in bf16),
+            f"        return {call}" + (".to(torch.float32)" if bf16_out else "")]
     spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
         if target.dynamic else ""
     lines = [
@@ -373,9 +389,7 @@ def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str
         "]",
         *_device_lines(target),
         "",
-        "class Op(torch.nn.Module):",
-        f"    def forward(self, {names}):",
-        f"        return {call}",
+        *_twin_dtypes(["class Op(torch.nn.Module):", f"    def forward(self, {names}):", *body]),
         "",
         "def tensors(f64=False):",
         "    return tuple(torch.from_numpy(a).double() if f64 and a.dtype.kind == 'f' "
@@ -390,7 +404,10 @@ def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str
         "    print(f'cannot run: {type(exc).__name__}: {exc}')",
         "    sys.exit(2)",
         "with torch.no_grad():",
-        "    ref, e32 = Op()(*tensors(True)).numpy(), Op()(*tensors()).numpy().astype(np.float64)",
+        "    TWIN = True",
+        "    ref = Op()(*tensors(True)).numpy()",
+        "    TWIN = False",
+        "    e32 = Op()(*tensors()).numpy().astype(np.float64)",
         "bad = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
         "if got.shape == ref.shape else np.ones(1, bool)",
         "print(f'{bad.sum()}/{bad.size} elements off tolerance; got {got.shape}, ref64 {ref.shape}')",
@@ -401,8 +418,25 @@ def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str
     return "\n".join(lines) + "\n"
 
 
-_IMPORTS_RUNTIME = ["import sys", "import numpy as np", "import torch", "from torch_mlir import fx",
+# Every form's first lines: an exception the script did not expect (a bug of
+# the script, a changed API, a dtype it cannot judge in) means it cannot run,
+# exit 2, never a traceback's exit 1, which a fix-checking script would read
+# as "bug present". The traceback still goes to stderr.
+_UNEXPECTED = [
+    "import os",
+    "import sys",
+    "def unexpected(kind, exc, tb):  # not the bug: exit 2, never a traceback's exit 1",
+    "    sys.__excepthook__(kind, exc, tb)",
+    "    text = ' '.join(f'{kind.__name__}: {exc}'.split())[:500]",
+    "    print(f'cannot run: unexpected {text}', flush=True)",
+    "    sys.stderr.flush()",
+    "    os._exit(2)",
+    "sys.excepthook = unexpected",
+]
+
+_IMPORTS_RUNTIME = [*_UNEXPECTED, "import numpy as np", "import torch", "from torch_mlir import fx",
                     "import iree.compiler as ireec", "import iree.runtime as rt"]
+
 
 
 def _device_lines(target: IreeTarget, read_back: bool = True) -> list[str]:
@@ -506,14 +540,19 @@ def _graph_code(exported: Any) -> list[str]:
                                      ("nan", "nan = float('nan')"))
              if re.search(rf"\b{word}\b", text)]
     body = [re.sub(r";\s+[\w\s=]+= None$", "", line.rstrip()) for line in code[1:]]
-    # A low-precision model's graph names its float dtypes (the casts at its
-    # edges, torch.export's _assert_tensor_metadata checks of them): through
-    # _f, the float64 twin the judge builds computes them in float64 instead
-    # of failing "Tensor dtype mismatch! Expected: Float, Got: double".
-    body = [_FLOAT_DTYPE.sub(r"_f(torch.\1)", line) for line in body]
+    return [*names, *_twin_dtypes([header, *(line for line in body if line.strip())])]
+
+
+def _twin_dtypes(code: list[str]) -> list[str]:
+    """``code`` with every float dtype it names read through ``_f``, and ``_f``
+    defined before it. A low-precision program names its float dtypes (the
+    casts at its edges, torch.export's _assert_tensor_metadata checks of
+    them, an op's dtype argument): through _f, the float64 twin the judge
+    runs (with ``TWIN`` set) computes them in float64 instead of failing
+    "Tensor dtype mismatch! Expected: Float, Got: double"."""
     twin = ["TWIN = False  # True while the float64 twin runs: its float dtypes are float64",
             "def _f(dtype):", "    return torch.float64 if TWIN else dtype"]
-    return [*names, *twin, header, *(line for line in body if line.strip())]
+    return [*twin, *(_FLOAT_DTYPE.sub(r"_f(torch.\1)", line) for line in code)]
 
 
 _FLOAT_DTYPE = re.compile(r"\btorch\.(float16|bfloat16|float32|float64|half|float)\b(?!\w|\()")
@@ -530,8 +569,8 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
         + (f" -> IREE {target.backend} -> {target.driver}" if needs_iree else "") + ").",
         f"{entry.signature}",
         'Exit 1: bug present (prints the signature); 0: fixed; 2: cannot run."""',
-        "import os", "import tempfile",
-        *(_IMPORTS_RUNTIME if needs_iree else _IMPORTS_RUNTIME[:4]),
+        *(_IMPORTS_RUNTIME if needs_iree else _IMPORTS_RUNTIME[:-2]),
+        "import tempfile",
         f"SIGNATURE = {entry.signature!r}",
         f"STAGE, FAULT = {(stage.value if error else None)!r}, {fault_parts(entry) if error else []!r}",
         *_crash_supervisor(entry),

@@ -12,6 +12,7 @@ case whose bug is absent gives a repro that exits 0.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ from oracles.results import Stage
 from oracles.verdict import Verdict
 from tests.helpers import tiny_config, tiny_sample
 
-TOX_PYTHON = str(Path(__file__).resolve().parents[1] / ".tox" / "tests" / "bin" / "python")
 WEIGHTED = "MISMATCH|torch-mlir:linalg-on-tensors|op:aten.embedding_bag.padding_idx[per_sample_weights]"
 INT32 = ("LOWERING_INVALID_IR|torch-mlir:linalg-on-tensors|arith.select|error: 'arith.select' op "
          "failed to verify that all of {true_value, false_value, result} have same type")
@@ -81,12 +81,46 @@ def assert_standalone(folder: Path) -> None:
     assert not any(n.split(".")[0] in ("fuzz", "strategies", "oracles", "tests") for n in found)
 
 
-def assert_reproduces(repro: Repro, folder: Path, signature: str) -> None:
+_BLOCKER = """import importlib.abc, sys
+sys.path.append({site!r})  # the toolchain, without the site's .pth files (an editable dlrm-fuzz)
+class NoFuzz(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('fuzz', 'strategies', 'oracles', 'tests'):
+            raise ModuleNotFoundError(f'No module named {{name!r}} (a repro must not need it)')
+sys.meta_path.insert(0, NoFuzz())
+"""
+
+
+@pytest.fixture(scope="session")
+def no_fuzz_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter with the toolchain but where ``import fuzz`` fails (a
+    bare venv whose startup ``.pth`` appends this environment's packages and
+    refuses dlrm-fuzz's): a repro run there cannot lean on dlrm-fuzz, however
+    it is installed here (editable, or a wheel under tox)."""
+    import subprocess
+    import sys
+    import sysconfig
+    import venv
+
+    root = tmp_path_factory.mktemp("no-fuzz-venv")
+    venv.create(root, with_pip=False)
+    python = str(root / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "no_fuzz.py").write_text(_BLOCKER.format(site=sysconfig.get_paths()["purelib"]))
+    (Path(site) / "no_fuzz.pth").write_text("import no_fuzz\n")
+    probe = subprocess.run([python, "-I", "-c", "import numpy\nimport fuzz"], capture_output=True, text=True)
+    assert probe.returncode == 1 and "a repro must not need it" in probe.stderr, probe.stderr
+    assert sys.executable != python
+    return python
+
+
+def assert_reproduces(repro: Repro, folder: Path, signature: str, python: str) -> None:
     assert repro.status == "reproduces", repro
     assert repro.exit_code == 1
     assert f"signature: {signature}" in repro.output
     assert_standalone(folder)
-    code, output = run_repro(folder, timeout_s=300, python=TOX_PYTHON)  # python -I, again
+    code, output = run_repro(folder, timeout_s=300, python=python)  # python -I, again, without fuzz
     assert code == 1, output
     assert f"signature: {signature}" in output
 
@@ -148,11 +182,39 @@ def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) 
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
 
 
+@pytest.mark.parametrize("form", ["single-op", "model", "hang"])
+def test_an_exception_a_repro_did_not_expect_exits_2_not_1(
+        no_fuzz_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+    """Exit 1 means "bug present" only: a script that dies of an error it did
+    not expect (here the data it loads is gone) cannot run, exit 2, in every
+    form, the crash/hang supervisor's parent included."""
+    import fuzz.repro
+
+    sample = tiny_sample(one_table(weighted_pooling="fixed"))
+    if form == "single-op":
+        monkeypatch.setattr(fuzz.repro, "INLINE_MAX_ELEMENTS", 0)  # every operand in an arg*.npy
+        entry, gone = weighted_entry(sample), "arg0.npy"
+    elif form == "model":
+        entry, gone = make_entry(sample, WEIGHTED.replace("op:", "features:"), "iree-cpu",
+                                 ("iree-cpu",)), "params.npz"
+    else:
+        entry, gone = make_entry(sample, "TIMEOUT|iree:llvm-cpu|no answer within Ns (stage compile)",
+                                 "iree-cpu", ("iree-cpu",), stage=Stage.COMPILE,
+                                 error="no answer within 300s (stage compile)"), "params.npz"
+    assert write_repro(tmp_path, entry, check=False).kind == form.replace("hang", "model")
+    (tmp_path / gone).unlink()
+    code, output = run_repro(tmp_path, timeout_s=120, python=no_fuzz_python)
+    assert code == 2, output
+    assert "cannot run: unexpected FileNotFoundError" in output, output
+    assert "Traceback" in output  # the cause is still shown
+    assert "signature:" not in output
+
+
 # -- pipeline tier ----------------------------------------------------------------
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("weights", ["inline", "inputs"])
-def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path, weights: str) -> None:
+def test_weighted_pooling_mismatch_gives_a_single_op_repro(no_fuzz_python: str, tmp_path: Path, weights: str) -> None:
     """The op's operands are captured from an eager run of the exported
     program; with weights as inputs the seed's weights lead its inputs."""
     sample = tiny_sample(one_table(weighted_pooling="fixed", weights=weights))
@@ -160,13 +222,13 @@ def test_weighted_pooling_mismatch_gives_a_single_op_repro(tmp_path: Path, weigh
     assert (repro.kind, repro.target) == ("single-op", "iree-cpu")
     assert repro.lines <= 40, repro.lines
     assert "torch.ops.aten.embedding_bag.padding_idx(" in (tmp_path / "repro.py").read_text()
-    assert_reproduces(repro, tmp_path, WEIGHTED)
+    assert_reproduces(repro, tmp_path, WEIGHTED, no_fuzz_python)
 
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("weights, target", [("inline", "iree-cpu"), ("inputs", "iree-cpu"),
                                              ("inputs", "iree-cpu-dyn")])
-def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path, weights: str,
+def test_mismatch_without_a_culprit_op_gives_a_model_repro(no_fuzz_python: str, tmp_path: Path, weights: str,
                                                             target: str) -> None:
     """The model form follows the case's weight form: with weights as program
     inputs, the script passes them before each batch (weights.npz)."""
@@ -180,7 +242,7 @@ def test_mismatch_without_a_culprit_op_gives_a_model_repro(tmp_path: Path, weigh
     assert repro.kind == "model"
     assert (tmp_path / "params.npz").exists()
     assert (tmp_path / "weights.npz").exists() == (weights == "inputs")
-    assert_reproduces(repro, tmp_path, signature)
+    assert_reproduces(repro, tmp_path, signature, no_fuzz_python)
 
 
 @pytest.mark.pipeline
@@ -204,16 +266,16 @@ def test_the_model_repro_of_a_float16_model_judges_every_batch(tmp_path: Path) -
 
 
 @pytest.mark.pipeline
-def test_int32_lowering_failure_reproduces(tmp_path: Path) -> None:
+def test_int32_lowering_failure_reproduces(no_fuzz_python: str, tmp_path: Path) -> None:
     entry = int32_entry(tiny_sample(one_table(index_dtype="int32")))
     repro = write_repro(tmp_path, entry, timeout_s=300)
     assert repro.kind == "model"
     assert "import failed" in repro.output
-    assert_reproduces(repro, tmp_path, INT32)
+    assert_reproduces(repro, tmp_path, INT32, no_fuzz_python)
 
 
 @pytest.mark.pipeline
-def test_vulkan_dynamic_empty_table_runtime_error_reproduces(tmp_path: Path) -> None:
+def test_vulkan_dynamic_empty_table_runtime_error_reproduces(no_fuzz_python: str, tmp_path: Path) -> None:
     from fuzz.devices import device_availability
 
     ok, why = device_availability("vulkan")
@@ -223,12 +285,12 @@ def test_vulkan_dynamic_empty_table_runtime_error_reproduces(tmp_path: Path) -> 
     repro = write_repro(tmp_path, entry, timeout_s=300)
     assert repro.target == "iree-vulkan-dyn"
     assert "hal.device.targets" in (tmp_path / "repro.py").read_text()
-    assert_reproduces(repro, tmp_path, VULKAN_EMPTY)
+    assert_reproduces(repro, tmp_path, VULKAN_EMPTY, no_fuzz_python)
 
 
 @pytest.mark.pipeline
 @pytest.mark.parametrize("which", ["weighted", "int32"])
-def test_a_case_whose_bug_is_absent_gives_a_repro_that_exits_0(tmp_path: Path, which: str) -> None:
+def test_a_case_whose_bug_is_absent_gives_a_repro_that_exits_0(no_fuzz_python: str, tmp_path: Path, which: str) -> None:
     """The entry claims a bug its sample does not have (no pooling weights;
     int64 indices): what is written must pass, and say it does not reproduce."""
     if which == "weighted":
@@ -240,12 +302,12 @@ def test_a_case_whose_bug_is_absent_gives_a_repro_that_exits_0(tmp_path: Path, w
     assert repro.status.startswith("does not reproduce"), repro.status
     assert "signature:" not in repro.output
     assert not list(tmp_path.glob("arg*.npy"))  # the abandoned single-op form left nothing
-    code, _ = run_repro(tmp_path, timeout_s=300, python=TOX_PYTHON)
+    code, _ = run_repro(tmp_path, timeout_s=300, python=no_fuzz_python)
     assert code == 0
 
 
 @pytest.mark.pipeline
-def test_single_op_repro_exits_0_once_the_op_is_fixed(tmp_path: Path) -> None:
+def test_single_op_repro_exits_0_once_the_op_is_fixed(no_fuzz_python: str, tmp_path: Path) -> None:
     """A fake fixed toolchain: the same single-op script, with the IREE call
     answering what the op should (the float64 result, rounded to float32)."""
     repro = write_repro(tmp_path, weighted_entry(tiny_sample(one_table(weighted_pooling="fixed"))),
@@ -256,7 +318,7 @@ def test_single_op_repro_exits_0_once_the_op_is_fixed(tmp_path: Path) -> None:
     fixed = "np.asarray(Op()(*tensors(True)).numpy().astype(np.float32))"
     assert "np.asarray(ctx.modules.module['main'](*ARGS).to_host())" in text
     script.write_text(text.replace("np.asarray(ctx.modules.module['main'](*ARGS).to_host())", fixed))
-    code, output = run_repro(tmp_path, timeout_s=300, python=TOX_PYTHON)
+    code, output = run_repro(tmp_path, timeout_s=300, python=no_fuzz_python)
     assert code == 0, output
     assert "signature:" not in output
 
@@ -296,7 +358,7 @@ def test_a_hang_repro_supervises_a_child_for_the_fuzzers_time_limit(
 
 
 @pytest.mark.pipeline
-def test_default_vulkan_target_bug_reproduces_on_that_target(tmp_path: Path) -> None:
+def test_default_vulkan_target_bug_reproduces_on_that_target(no_fuzz_python: str, tmp_path: Path) -> None:
     """A repro compiles for the target the bug was seen on: for
     `iree-vulkan-default` IREE's default (int64-less) target, not the
     described device (where the same program compiles)."""
@@ -311,5 +373,31 @@ def test_default_vulkan_target_bug_reproduces_on_that_target(tmp_path: Path) -> 
     entry = make_entry(sample, signature, "iree-vulkan-default", ("iree-vulkan-default",),
                        stage=Stage.COMPILE, op="arith.remsi")
     repro = write_repro(tmp_path, entry, timeout_s=300)
-    assert_reproduces(repro, tmp_path, signature)
+    assert_reproduces(repro, tmp_path, signature, no_fuzz_python)
     assert "DEVICE_TARGETS = ''" in (tmp_path / "repro.py").read_text()
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("dtype, culprit", [("bfloat16", "op:aten.sigmoid.default"),
+                                            ("float16", "op:aten.to.dtype")])
+def test_a_low_precision_single_op_repro_judges_in_its_own_dtypes(
+        no_fuzz_python: str, tmp_path: Path, dtype: str, culprit: str) -> None:
+    """The single op of a float16 / bfloat16 model: its float64 twin computes
+    the dtypes the op names in float64 (the twin died "Tensor dtype mismatch!"
+    before), and bfloat16 operands, which numpy cannot hold, enter as float32
+    and are cast inside. IREE computes both right: a verdict, exit 0."""
+    from fuzz.repro import _attempt
+    from fuzz.targets import TARGETS, IreeTarget
+
+    sample = tiny_sample(one_table(dtype=dtype, sigmoid_top=0))
+    entry = make_entry(sample, f"MISMATCH|torch-mlir:linalg-on-tensors|{culprit}", "iree-cpu",
+                       ("iree-cpu",), culprit=culprit)
+    target = TARGETS["iree-cpu"]
+    assert isinstance(target, IreeTarget)
+    repro = _attempt(tmp_path, entry, target, "single-op", True, 300)
+    assert repro is not None and repro.kind == "single-op"
+    assert repro.exit_code == 0, repro.output
+    assert re.search(r"\b0/\d+ elements off tolerance", repro.output), repro.output
+    assert f"_f(torch.{dtype})" in (tmp_path / "repro.py").read_text()
+    code, output = run_repro(tmp_path, timeout_s=300, python=no_fuzz_python)
+    assert code == 0, output
