@@ -484,7 +484,11 @@ class FakeWrongOpTarget(Target):
     to every element of each output of ``op`` (its first output, for ops with
     several). Every element, not one: a single corrupted element can be
     discarded downstream (the interaction drops the diagonal of ``bmm``), and
-    then the fake would not be wrong at all. Localization must name ``op``.
+    then the fake would not be wrong at all. An integer ``op`` (the QR
+    remainder, the quotient's cast) is off by one instead, wrapped into the
+    range it produced (``_off_by_one``): a wrong index that is still a row, so
+    the rest of the graph runs and the wrong answer reaches the output.
+    Localization must name ``op``, never the float op that reads its result.
     """
 
     op: str = "aten.relu.default"
@@ -523,7 +527,7 @@ def _run_corrupting(graph_module: Any, inputs: Sequence[np.ndarray], op: str) ->
     def corrupt(value: Any) -> Any:
         if isinstance(value, tuple):
             return (corrupt(value[0]), *value[1:])
-        return value + 0.5
+        return value + 0.5 if value.is_floating_point() else _off_by_one(value)
 
     class Corrupting(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
@@ -536,6 +540,19 @@ def _run_corrupting(graph_module: Any, inputs: Sequence[np.ndarray], op: str) ->
     from fuzz.model import to_numpy
 
     return to_numpy(torch.utils._pytree.tree_leaves(outputs))
+
+
+def _off_by_one(value: Any) -> Any:
+    """An integer tensor off by one in every element, kept within [0, max]
+    (a remainder of c stays below c, a quotient within its table); a boolean
+    one negated."""
+    import torch
+
+    if value.dtype == torch.bool:
+        return ~value
+    if value.numel() == 0:
+        return value
+    return (value + 1) % (value.max() + 1)
 
 
 _HEALTHY = EagerTarget("eager", "what a healthy fake target answers")
@@ -584,6 +601,12 @@ FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
                         f"{op} answers +0.5 (localization must name it)", op=op)
       for short, op in (("bmm", "aten.bmm.default"), ("relu", "aten.relu.default"),
                         ("embedding-bag", "aten.embedding_bag.padding_idx"))),
+    # Integer ops of the QR path: the remainder, and the first cast to int64
+    # (the quotient's truncation; the remainder's own .long() comes after it).
+    *(FakeWrongOpTarget(f"fake-wrong-{short}", f"FAKE target for engine tests: eager, but "
+                        f"{op} answers off by one (localization must name it, not the "
+                        f"embedding_bag that reads it)", op=op)
+      for short, op in (("remainder", "aten.remainder.Scalar"), ("int-cast", "aten.to.dtype"))),
 )}
 
 REFERENCE = "eager-f64"
