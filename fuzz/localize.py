@@ -2,11 +2,14 @@
 
 A MISMATCH says the compiled model's answer is wrong, not which lowering made
 it wrong. This module exports the model the way the target does, adds every
-floating-point intermediate of the ATen graph as an extra output, compiles and
-runs that program through the target's own code path (same export, lowering,
-flags, device), and compares each intermediate with the same graph evaluated
-eagerly in float64 (with eager float32 for the tolerance slack, exactly as
-``oracles.compare`` judges final outputs). Walking the graph in topological
+intermediate of the ATen graph as an extra output, compiles and runs that
+program through the target's own code path (same export, lowering, flags,
+device), and compares each intermediate with the same graph evaluated eagerly
+in float64 (with eager float32 for the tolerance slack, exactly as
+``oracles.compare`` judges final outputs). Integer and boolean intermediates
+(index arithmetic: the QR quotient's float-to-int cast, its remainder) are
+judged exactly instead, so a wrong index is blamed on the op that computed it,
+not on the ``embedding_bag`` that reads it. Walking the graph in topological
 order, the first op whose compiled value is out of tolerance is the culprit,
 named by its overload plus the arguments that select its lowering, e.g.
 ``aten.embedding_bag.padding_idx[per_sample_weights]``: one bug reached from
@@ -30,7 +33,7 @@ from fuzz.cache import ArtifactCache
 from fuzz.pipeline import StageFailure, Timer, memory_stage
 from fuzz.sample import Sample
 from fuzz.targets import Target
-from oracles.compare import Comparison, Tolerance, compare
+from oracles.compare import Comparison, Tolerance, compare, summarize
 
 __all__ = ["Localization", "first_divergent_op", "culprit_name", "InvalidLocalizeArgument"]
 
@@ -80,11 +83,13 @@ def first_divergent_op(target: Target, sample: Sample, batch: int, tolerance: To
 
 @dataclass(frozen=True)
 class _Probe:
-    """One observed intermediate: graph node, output position, culprit name."""
+    """One observed intermediate: graph node, output position, culprit name,
+    and whether it is judged exactly (an integer or boolean value)."""
 
     node: str
     position: int
     culprit: str
+    exact: bool = False
 
 
 def _not_found(note: str, **details: Any) -> Localization:
@@ -129,7 +134,9 @@ def _judge(target: Target, sample: Sample, batch: int, tolerance: Tolerance, tim
            ref64: list[np.ndarray], eager32: list[np.ndarray], got: list[np.ndarray]) -> Localization:
     """Name the first probe out of tolerance, if the program still mismatches."""
     first = _first_bad(probes, ref64, eager32, got, tolerance)
-    details: dict[str, Any] = {"intermediates": len(probes), "target": target.name, "batch": batch}
+    details: dict[str, Any] = {"intermediates": len(probes),
+                               "exact_intermediates": sum(p.exact for p in probes),
+                               "target": target.name, "batch": batch}
     final_ok = all(compare(ref64[k], eager32[k], got[k], tolerance).ok for k in range(outputs))
     if final_ok:
         if first is not None:  # a divergence that does not reach the output: not the bug
@@ -155,10 +162,46 @@ def _first_bad(probes: list[_Probe], ref64: list[np.ndarray], eager32: list[np.n
                got: list[np.ndarray], tolerance: Tolerance) -> tuple[_Probe, Comparison, int] | None:
     for count, probe in enumerate(probes, start=1):
         k = probe.position
-        comparison = compare(ref64[k], eager32[k], np.asarray(got[k]), tolerance)
+        judge = _compare_exact if probe.exact else compare
+        comparison = judge(ref64[k], eager32[k], np.asarray(got[k]), tolerance)
         if not comparison.ok:
             return probe, comparison, count
     return None
+
+
+def _compare_exact(ref64: np.ndarray, eager32: np.ndarray, got: np.ndarray,
+                   tolerance: Tolerance = Tolerance()) -> Comparison:
+    """Judge an integer or boolean intermediate: each element must equal eager
+    float32's or the float64 twin's value exactly (``tolerance`` is unused:
+    an index off by one is never rounding). Either, not only the twin's: the
+    twin evaluates integer ops on the same integers as eager, but a
+    float-to-int cast reads a float computed in float64 there, and a
+    truncation may land one apart from float32's. A compiled program computes
+    in the model's dtype, so eager's integer is the one it owes; one that
+    computes more precisely may land on the twin's. Either is healthy, so a
+    correct compiler never false-alarms; anything else is a wrong integer.
+    Compared by value (numpy promotion), not dtype: a backend may return an
+    int64 as int32 (emulated 64-bit integers) or a boolean as bytes."""
+    del tolerance
+    if got.shape != ref64.shape:
+        return Comparison(False, f"shape {list(got.shape)} != expected {list(ref64.shape)}",
+                          {"got": summarize(got), "expected": summarize(ref64)})
+    bad = (got != ref64) & (got != eager32)
+    err = np.abs(got.astype(np.float64) - ref64.astype(np.float64))
+    numbers: dict[str, Any] = {
+        "max_abs_error": float(err.max()) if err.size else 0.0,
+        "max_rel_error": float((err / np.maximum(np.abs(ref64.astype(np.float64)), 1.0)).max())
+        if err.size else 0.0,
+        "bad_elements": int(bad.sum()), "elements": int(bad.size),
+        "got": summarize(got), "expected": summarize(ref64),
+    }
+    if not bad.any():
+        return Comparison(True, "", numbers)
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    numbers.update(first_bad_index=list(where), first_bad_got=got[where].item(),
+                   first_bad_expected=ref64[where].item())
+    return Comparison(False, f"{numbers['bad_elements']}/{bad.size} elements off (exact), first at "
+                             f"{list(where)}: got {got[where]}, expected {ref64[where]}", numbers)
 
 
 def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: Tolerance,
@@ -194,19 +237,21 @@ def _toolchain_failed(doing: str, failure: StageFailure) -> Localization:
 
 
 def _instrument(graph_module: Any) -> tuple[Any, list[_Probe], int]:
-    """Make every floating-point intermediate an extra output of ``graph_module``
-    (from ``ExportedProgram.module()``, whose outputs are a flat tuple). Returns
-    the module, its probes in topological order, and the original output count."""
+    """Make every observable intermediate (``_observable``) an extra output of
+    ``graph_module`` (from ``ExportedProgram.module()``, whose outputs are a
+    flat tuple). Returns the module, its probes in topological order, and the
+    original output count."""
     import torch
     import torch.utils._pytree as pytree
 
     graph = graph_module.graph
     output = next(n for n in graph.nodes if n.op == "output")
     originals = tuple(output.args[0])
-    extra = [n for n in graph.nodes if _is_float_value(n) and n not in originals]
+    observed = _observable(graph)
+    extra = [n for n in observed if n not in originals]
     position = {n: k for k, n in enumerate((*originals, *extra)) if isinstance(n, torch.fx.Node)}
-    probes = [_Probe(n.name, position[n], culprit_name(n)) for n in graph.nodes if n in position
-              and _is_float_value(n)]
+    probes = [_Probe(n.name, position[n], culprit_name(n), exact=not _is_float_value(n))
+              for n in observed]
     output.args = ((*originals, *extra),)
     codegen = graph._codegen
     codegen.pytree_info = codegen.pytree_info._replace(
@@ -215,12 +260,42 @@ def _instrument(graph_module: Any) -> tuple[Any, list[_Probe], int]:
     return graph_module, probes, len(originals)
 
 
-def _is_float_value(node: Any) -> bool:
+def _observable(graph: Any) -> list[Any]:
+    """The nodes worth observing, in topological order: every floating-point
+    op result, and every integer or boolean one that is used and computed from
+    the inputs. Unused ones are the auxiliary outputs of ``embedding_bag``
+    (offset2bag, bag sizes, max indices): scratch whose values and even shapes
+    are the kernel's own business (eager's offset2bag is empty in sum mode),
+    not the program's. Input-independent ones are constants (the lifted index
+    lists of the dot interaction): nothing sample-dependent to see, and one
+    output more for every program to carry."""
+    from_inputs: set[Any] = set()
+    observed = []
+    for node in graph.nodes:
+        if node.op == "placeholder" or any(a in from_inputs for a in node.all_input_nodes):
+            from_inputs.add(node)
+        if _is_float_value(node) or (_is_index_value(node) and node.users and node in from_inputs):
+            observed.append(node)
+    return observed
+
+
+def _tensor_result(node: Any) -> Any:
+    """The tensor a ``call_function`` node produces (its fake value), else None."""
     import torch
 
     value = node.meta.get("val")
-    return node.op == "call_function" and isinstance(value, torch.Tensor) \
-        and value.dtype.is_floating_point
+    return value if node.op == "call_function" and isinstance(value, torch.Tensor) else None
+
+
+def _is_float_value(node: Any) -> bool:
+    value = _tensor_result(node)
+    return value is not None and value.dtype.is_floating_point
+
+
+def _is_index_value(node: Any) -> bool:
+    """An integer or boolean tensor (index arithmetic, masks), judged exactly."""
+    value = _tensor_result(node)
+    return value is not None and not value.dtype.is_floating_point and not value.dtype.is_complex
 
 
 def culprit_name(node: Any) -> str:
@@ -305,7 +380,8 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
             raise
         return f"the float64 evaluation of the intermediates failed (quantized tables): {exc}"[:500]
     quantized = any(config.table_kind(k) == "quantized" for k in range(config.num_tables))
-    if quantized and any(r.dtype != np.float64 for r in ref64):  # a quantized kernel's float32
+    # A quantized kernel's float32 (integer intermediates are exact in any evaluation).
+    if quantized and any(r.dtype.kind == "f" and r.dtype != np.float64 for r in ref64):
         return "no float64 reference for the intermediates (quantized tables answer in float32)"
     # Upstream's QR quotient divides in torch's default float32 in every
     # evaluation (index / c): that intermediate is float32 in the twin too, and exact.

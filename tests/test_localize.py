@@ -1,10 +1,13 @@
 """Localization names the first divergent ATen op of a MISMATCH.
 
 Engine tier: FAKE targets (named as such) that corrupt one known op must be
-blamed on exactly that op, and a healthy program on none. Pipeline tier
+blamed on exactly that op (an integer op of the QR path too, not the
+``embedding_bag`` that reads its wrong index), and a healthy program on none.
+Pipeline tier
 (``-m pipeline``): torch-mlir's known wrong lowering of ``embedding_bag`` with
 ``per_sample_weights`` (torch 2.13 / torch-mlir 20261001 / IREE 3.13) must get
-one culprit name from every config that reaches it, and a healthy config none.
+one culprit name from every config that reaches it, and a healthy config
+(QR's integer index arithmetic included) none.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fuzz.config import DLRMConfig
 from fuzz.execute import execute
 from fuzz.localize import InvalidLocalizeArgument, Localization, culprit_name, first_divergent_op
 from fuzz.pipeline import StageFailure, Timer
+from fuzz.sample import Batch, Sample
 from fuzz.targets import FAKE_TARGETS, TARGETS, FakeWrongOpTarget, Target
 from oracles.judge import judge
 from oracles.verdict import Verdict
@@ -31,6 +35,8 @@ WEIGHTED_BUG = "aten.embedding_bag.padding_idx[per_sample_weights]"
 # A sigmoid on top never clips, so a corrupted op always reaches the output
 # (a final ReLU could zero the difference away).
 FAKE_CONFIG = dict(sigmoid_top=0)
+# Every table of tiny_config goes through QR (quotient cast, remainder).
+QR = dict(qr_flag=True, qr_threshold=5)
 
 
 def _verdict(target: Target, config: DLRMConfig) -> Verdict:
@@ -59,6 +65,55 @@ def test_fake_wrong_embedding_bag_names_the_weighted_variant() -> None:
     config = tiny_config(weighted_pooling="fixed", **FAKE_CONFIG)
     found = first_divergent_op(FAKE_TARGETS["fake-wrong-embedding-bag"], tiny_sample(config), 0)
     assert found.culprit == WEIGHTED_BUG
+
+
+@pytest.mark.parametrize("name, culprit, index_dtype", [
+    ("fake-wrong-remainder", "aten.remainder.Scalar", "int64"),
+    ("fake-wrong-remainder", "aten.remainder.Scalar", "int32"),
+    ("fake-wrong-int-cast", "aten.to.dtype", "int64"),  # the quotient's truncation
+])
+def test_wrong_integer_op_in_the_qr_path_is_blamed_on_it(name: str, culprit: str,
+                                                          index_dtype: str) -> None:
+    target = FAKE_TARGETS[name]
+    assert "FAKE" in target.description
+    config = tiny_config(index_dtype=index_dtype, **QR, **FAKE_CONFIG)
+    assert _verdict(target, config) == Verdict.MISMATCH
+    found = first_divergent_op(target, tiny_sample(config), 0)
+    assert found.culprit == culprit, found  # not aten.embedding_bag, which reads the index
+    assert found.method == "intermediates"
+    assert "(exact)" in found.details["reason"]
+    assert found.details["max_abs_error"] >= 1
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(), dict(index_dtype="int32"), dict(dtype="bfloat16"), dict(input_layout="stacked"),
+], ids=["float32", "int32-indices", "bfloat16", "stacked"])
+def test_float64_twin_computes_the_same_integers_as_eager(overrides: dict[str, Any]) -> None:
+    # A healthy fake (it corrupts no op) that compiles modules: every exposed
+    # integer of the QR path must match, whatever the twin did to the floats.
+    target = FakeWrongOpTarget("fake-healthy", "FAKE: corrupts nothing", op="none")
+    config = tiny_config(**QR, **overrides)
+    lists = tiny_sample(dataclasses.replace(config, input_layout="lists")).batches[0]
+    sample = Sample(config, 7, (Batch.for_config(config, lists.dense, lists.offsets, lists.indices),))
+    found = first_divergent_op(target, sample, 0)
+    assert found.details["exact_intermediates"] >= 6, found
+    assert found.culprit is None and "harmless_divergence" not in found.details, found
+
+
+def test_integers_are_judged_exactly_against_either_evaluation() -> None:
+    from fuzz.localize import _compare_exact
+
+    # A float-to-int cast of float64's value may land one apart from float32's.
+    ref64, eager32 = np.array([2, 3, 4]), np.array([2, 2, 4])
+    assert _compare_exact(ref64, eager32, np.array([2, 3, 4])).ok
+    assert _compare_exact(ref64, eager32, np.array([2, 2, 4], np.int32)).ok  # emulated int64
+    off = _compare_exact(ref64, eager32, np.array([2, 3, 5]))
+    assert not off.ok and off.numbers["first_bad_index"] == [2]
+    assert off.numbers["first_bad_got"] == 5 and off.numbers["first_bad_expected"] == 4
+    mask = np.array([True, False])
+    assert _compare_exact(mask, mask, np.array([1, 0], np.int8)).ok  # a boolean returned as bytes
+    assert not _compare_exact(mask, mask, np.array([0, 0], np.int8)).ok
+    assert not _compare_exact(ref64, eager32, np.array([2, 3])).ok  # shape
 
 
 def test_healthy_program_has_no_culprit() -> None:
@@ -188,6 +243,17 @@ def test_dynamic_target_localizes_on_any_batch_shape() -> None:
 def test_healthy_config_has_no_culprit_on_a_real_target() -> None:
     found = first_divergent_op(TARGETS["refbackend"], tiny_sample(tiny_config()), 0)
     assert found.culprit is None
+    assert found.note == "no mismatch to localize: the target's own program matches"
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("target", ["refbackend", "iree-cpu-dyn"])
+def test_healthy_qr_model_has_no_integer_false_alarm(target: str) -> None:
+    # QR's quotient (a float division truncated to int64) and remainder are
+    # exposed and judged exactly: a correct compiler must pass them all.
+    found = first_divergent_op(TARGETS[target], tiny_sample(tiny_config(**QR)), 0)
+    assert found.details["exact_intermediates"] >= 6, found  # 3 tables: cast, remainder, cast
+    assert found.culprit is None and "harmless_divergence" not in found.details, found
     assert found.note == "no mismatch to localize: the target's own program matches"
 
 
