@@ -36,17 +36,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from fuzz.corpus import CorpusEntry
-from fuzz.targets import TARGETS, CompiledTarget, IreeTarget, Target, VulkanTarget
+from fuzz.targets import TARGETS, CompiledTarget, IreeTarget, RefBackendTarget, Target, VulkanTarget
 from oracles.results import Stage
 from oracles.verdict import Verdict
 
-__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts", "not_iree_note",
+__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts",
            "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]
 
 # What a repro may import: the toolchain under test, numpy, and the standard
 # library modules the templates below use.
 ALLOWED_IMPORTS = frozenset({"torch", "torch_mlir", "iree.compiler", "iree.runtime", "numpy",
-                             "sys", "os", "re", "tempfile", "subprocess"})
+                             "sys", "os", "re", "tempfile", "subprocess",
+                             # the refbackend runtime a refbackend repro carries
+                             "torch_mlir.execution_engine", "torch_mlir.ir", "torch_mlir.passmanager",
+                             "torch_mlir._mlir_libs._torchMlir", "ctypes", "functools", "threading",
+                             "dataclasses", "typing"})
 # Arrays up to this size are written into the script; larger ones beside it.
 INLINE_MAX_ELEMENTS = 64
 # IREE targets to reproduce a refbackend finding on, most familiar first.
@@ -76,14 +80,20 @@ class Repro:
 
 # -- which target -----------------------------------------------------------
 
-def repro_target(entry: CorpusEntry, table: dict[str, Target] | None = None) -> Target:
-    """The IREE target the repro runs: the entry's own when it is one; else the
-    IREE target it was also seen on that lowers the same way (output type,
-    shape mode), most familiar first; else any IREE target of that output
-    type. A maintainer of IREE or torch-mlir runs IREE, not our refbackend."""
+def repro_target(entry: CorpusEntry, table: dict[str, Target] | None = None) -> CompiledTarget:
+    """The target the repro runs: the entry's own when it is an IREE target;
+    torch-mlir's refbackend when the bug is refbackend's (blamed on it, or
+    seen on no IREE target: an IREE repro would pass or fail another way);
+    else the IREE target it was also seen on that lowers the same way (output
+    type, shape mode), most familiar first; else any IREE target of that
+    output type. A maintainer of IREE or torch-mlir runs IREE where it shows
+    the bug."""
     table = TARGETS if table is None else table
     own = table.get(entry.target)
     if isinstance(own, IreeTarget):
+        return own
+    seen = [n for n in entry.seen_on if isinstance(table.get(n), IreeTarget)]
+    if isinstance(own, RefBackendTarget) and (entry.owner.startswith(own.backend_owner) or not seen):
         return own
     output_type = own.output_type if isinstance(own, CompiledTarget) else "linalg-on-tensors"
     dynamic = bool(getattr(own, "dynamic", False)) or entry.target.endswith("-dyn")
@@ -95,14 +105,13 @@ def repro_target(entry: CorpusEntry, table: dict[str, Target] | None = None) -> 
         familiar = _PREFERRED.index(base) if base in _PREFERRED else len(_PREFERRED)
         return (target.output_type != output_type, target.dynamic != dynamic, familiar, name)
 
-    seen = [n for n in entry.seen_on if isinstance(table.get(n), IreeTarget)]
-    if seen:
-        return table[min(seen, key=rank)]
     same = [n for n, t in table.items() if isinstance(t, IreeTarget) and t.output_type == output_type]
-    if not same:
+    if not seen and not same:
         raise ValueError(f"target={entry.target!r}: no IREE target in the table lowers "
                          f"{output_type!r}; pass a table with one (see fuzz.targets.TARGETS)")
-    return table[min(same, key=rank)]
+    chosen = table[min(seen or same, key=rank)]
+    assert isinstance(chosen, IreeTarget)
+    return chosen
 
 
 # -- running a repro ----------------------------------------------------------
@@ -146,7 +155,6 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
     if timeout_s <= 0:
         raise ValueError(f"timeout_s={timeout_s}: must be > 0")
     target = repro_target(entry, table)
-    assert isinstance(target, IreeTarget)
     tried = ""
     if entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"):
         single = _attempt(folder, entry, target, "single-op", check, timeout_s)
@@ -156,24 +164,12 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         tried = f" (single-op form: {single.status if single else 'op not found in the graph'})"
     model = _attempt(folder, entry, target, "model", check, timeout_s)
     assert model is not None
-    if model.status.startswith("does not reproduce"):
-        tried += not_iree_note(entry, target)
     if tried and model.status != "reproduces":
         return dataclasses.replace(model, status=model.status + tried)
     return model
 
 
-def not_iree_note(entry: CorpusEntry, target: Target) -> str:
-    """Why an IREE repro may pass where the case failed: the bug was blamed on
-    a backend that is not IREE (torch-mlir's refbackend), and repros drive
-    IREE only; empty when the blamed component is on the repro's path."""
-    if entry.target == target.name or not entry.owner.startswith("torch-mlir:refbackend"):
-        return ""
-    return (f" (blamed on {entry.owner}, seen on {', '.join(entry.seen_on)}: this repro "
-            f"drives {target.name}, which the case passes; no refbackend repro is written)")
-
-
-def _attempt(folder: Path, entry: CorpusEntry, target: IreeTarget, kind: str, check: bool,
+def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str, check: bool,
              timeout_s: float) -> Repro | None:
     try:
         files = _single_op_files(entry, target) if kind == "single-op" else _model_files(entry, target)
@@ -213,7 +209,7 @@ class _ToolchainFailed(Exception):
 
 # -- the exported graph ---------------------------------------------------------
 
-def _export(entry: CorpusEntry, target: IreeTarget) -> Any:
+def _export(entry: CorpusEntry, target: CompiledTarget) -> Any:
     """torch.export of the model exactly as the target exports it (static on
     the first batch's shapes, or dynamic from the tracing example)."""
     import torch
@@ -250,7 +246,7 @@ def _user_inputs(exported: Any) -> list[str]:
 
 # -- single-op form -------------------------------------------------------------
 
-def _single_op_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | bytes] | None:
+def _single_op_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
     """The culprit op alone, fed the inputs it got in the eager run of batch 0."""
     exported = _export(entry, target)
     found = _find_op(exported.graph_module, str(entry.culprit).removeprefix("op:"))
@@ -302,7 +298,7 @@ def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
     return None
 
 
-def _captured(exported: Any, entry: CorpusEntry, target: IreeTarget,
+def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
               node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The real arguments ``node`` received in an eager run of batch 0 (after
     the seed's weights, where they are program inputs)."""
@@ -369,7 +365,7 @@ def _npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str,
+def _single_op_script(entry: CorpusEntry, target: CompiledTarget, op: str, call: str,
                       data: list[str], bf16: Sequence[int] = (), bf16_out: bool = False) -> str:
     names = ", ".join(f"a{i}" for i in range(len(data)))
     # bfloat16 operands enter as float32 (numpy and the runtimes have no
@@ -382,7 +378,7 @@ def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str
     lines = [
         f'"""Repro: {op} on {target.name} vs the same op in float64 (exit 1: bug, 0: fixed, 2: cannot run).',
         f'{entry.signature}"""',
-        *_IMPORTS_RUNTIME,
+        *_imports(target),
         f"SIGNATURE = {entry.signature!r}",
         "ARGS = [",
         *(f"    {d}," for d in data),
@@ -399,7 +395,7 @@ def _single_op_script(entry: CorpusEntry, target: IreeTarget, op: str, call: str
         f"    ep = torch.export.export(Op(), tensors(){spec})",
         f"    mlir = str(fx.export_and_import(ep, output_type={target.output_type!r}, func_name='main'))",
         *_compile_and_load(target, indent="    "),
-        "    got = " + _host(target, "ctx.modules.module['main'](*ARGS)") + ".astype(np.float64)",
+        "    got = " + _host(target, _invoke(target, "*ARGS")) + ".astype(np.float64)",
         "except Exception as exc:  # not the bug this repro is about",
         "    print(f'cannot run: {type(exc).__name__}: {exc}')",
         "    sys.exit(2)",
@@ -439,7 +435,7 @@ _IMPORTS_RUNTIME = [*_UNEXPECTED, "import numpy as np", "import torch", "from to
 
 
 
-def _device_lines(target: IreeTarget, read_back: bool = True) -> list[str]:
+def _device_lines(target: CompiledTarget, read_back: bool = True) -> list[str]:
     """The Vulkan device description, and how results come back to the host:
     plain ``to_host``, except on Vulkan (lavapipe cannot import a numpy
     array's memory, so copy via staging)."""
@@ -470,8 +466,42 @@ def _device_lines(target: IreeTarget, read_back: bool = True) -> list[str]:
     ]
 
 
-def _host(target: IreeTarget, call: str) -> str:
+def _host(target: CompiledTarget, call: str) -> str:
+    if isinstance(target, RefBackendTarget):
+        return f"np.asarray({call})"
     return f"host({call})" if isinstance(target, VulkanTarget) else f"np.asarray({call}.to_host())"
+
+
+def _invoke(target: CompiledTarget, args: str) -> str:
+    """The call of the compiled ``main`` on ``args`` (Python argument text)."""
+    if isinstance(target, RefBackendTarget):
+        return f"ctx([{args}])[0]"
+    return f"ctx.modules.module['main']({args})"
+
+
+def _imports(target: CompiledTarget, needs_backend: bool = True) -> list[str]:
+    """The script's imports, and for refbackend its runtime: torch-mlir ships
+    the refback passes and the MLIR ExecutionEngine but no Python driver for
+    them, so the one dlrm-fuzz runs (fuzz/refbackend.py, standard library and
+    torch-mlir only) is written into the script, verbatim but for its one
+    import of dlrm-fuzz (the stage wrapper, which the script's own replaces)."""
+    if not needs_backend:
+        return _IMPORTS_RUNTIME[:-2]
+    if not isinstance(target, RefBackendTarget):
+        return _IMPORTS_RUNTIME
+    import inspect
+
+    import fuzz.refbackend
+
+    source = inspect.getsource(fuzz.refbackend)
+    source = source.replace("from __future__ import annotations\n", "")
+    ours = "from fuzz.pipeline import StageFailure, run_stage\n"
+    assert ours in source, "fuzz/refbackend.py's imports changed: update repro._imports"
+    source = source.replace(ours, "class StageFailure(Exception):  # dlrm-fuzz's; only its probe raises it\n"
+                                  "    pass\n\n\ndef run_stage(stage, fn, capture_stderr=True):\n"
+                                  "    return fn()  # the script's attempt() is its stage boundary\n")
+    return [*_IMPORTS_RUNTIME[:-2], "", "# -- torch-mlir refbackend runtime (from dlrm-fuzz's fuzz/refbackend.py) --",
+            *source.strip().splitlines(), "# -- end of the refbackend runtime --", ""]
 
 
 def _vulkan_device_targets(target: IreeTarget) -> str:
@@ -487,7 +517,15 @@ def _flags(target: IreeTarget) -> list[str]:
     return list(target.prepare("module {\n}")[1])
 
 
-def _compile_and_load(target: IreeTarget, indent: str) -> list[str]:
+def _backend_words(target: CompiledTarget) -> str:
+    if isinstance(target, IreeTarget):
+        return f"IREE {target.backend} -> {target.driver}"
+    return "torch-mlir refbackend (refback passes, MLIR ExecutionEngine)"
+
+
+def _compile_and_load(target: CompiledTarget, indent: str) -> list[str]:
+    if not isinstance(target, IreeTarget):
+        return [f"{indent}ctx = RefBackendModule(mlir)"]
     lines = []
     if isinstance(target, VulkanTarget):
         lines += ["if DEVICE_TARGETS:  # compile for this Vulkan device's description",
@@ -503,7 +541,7 @@ def _compile_and_load(target: IreeTarget, indent: str) -> list[str]:
 
 # -- model form -----------------------------------------------------------------
 
-def _model_files(entry: CorpusEntry, target: IreeTarget) -> dict[str, str | bytes]:
+def _model_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes]:
     """The exported ATen graph as a plain function, its state in params.npz."""
     import io
 
@@ -558,7 +596,7 @@ def _twin_dtypes(code: list[str]) -> list[str]:
 _FLOAT_DTYPE = re.compile(r"\btorch\.(float16|bfloat16|float32|float64|half|float)\b(?!\w|\()")
 
 
-def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inputs: list[str],
+def _model_script(entry: CorpusEntry, target: CompiledTarget, graph: list[str], inputs: list[str],
                   bf16: Sequence[str] = ()) -> str:
     config = entry.sample.config
     stage = Stage.parse(str(entry.stage))
@@ -566,10 +604,10 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
     needs_iree = not error or stage in (Stage.COMPILE, Stage.RUN)
     lines = [
         f'"""Repro: the shrunk DLRM as plain PyTorch (torch.export -> torch-mlir {target.output_type}'
-        + (f" -> IREE {target.backend} -> {target.driver}" if needs_iree else "") + ").",
+        + (f" -> {_backend_words(target)}" if needs_iree else "") + ").",
         f"{entry.signature}",
         'Exit 1: bug present (prints the signature); 0: fixed; 2: cannot run."""',
-        *(_IMPORTS_RUNTIME if needs_iree else _IMPORTS_RUNTIME[:-2]),
+        *_imports(target, needs_iree),
         "import tempfile",
         f"SIGNATURE = {entry.signature!r}",
         f"STAGE, FAULT = {(stage.value if error else None)!r}, {fault_parts(entry) if error else []!r}",
@@ -608,25 +646,29 @@ def _model_script(entry: CorpusEntry, target: IreeTarget, graph: list[str], inpu
     if error and stage in (Stage.EXPORT, Stage.IMPORT):
         lines += ["print(f'{STAGE} passed: fixed')", "sys.exit(0)"]
         return "\n".join(lines) + "\n"
-    compile_lines = _compile_and_load(target, indent="")
-    compile_call = compile_lines[-3].replace("ireec.compile_str(", "attempt('compile', lambda: ireec.compile_str(")
-    lines += [*compile_lines[:-3], compile_call + ")"]
+    if isinstance(target, RefBackendTarget):  # compiling builds the callable: nothing to load
+        lines += ["ctx = attempt('compile', lambda: RefBackendModule(mlir))"]
+    else:
+        compile_lines = _compile_and_load(target, indent="")
+        compile_call = compile_lines[-3].replace("ireec.compile_str(", "attempt('compile', lambda: ireec.compile_str(")
+        lines += [*compile_lines[:-3], compile_call + ")"]
     if error and stage is Stage.COMPILE:
         lines += ["print('compile passed: fixed')", "sys.exit(0)"]
         return "\n".join(lines) + "\n"
-    lines += [
-        "try:",
-        "    " + compile_lines[-2],
-        "except Exception as exc:",
-        f"    print(f'cannot run: no usable {target.driver} device: {{exc}}')",
-        "    sys.exit(2)",
-        compile_lines[-1].replace("ctx.add_vm_module(", "attempt('run', lambda: ctx.add_vm_module(") + ")",
-        *([] if target.dynamic else
-          ["BATCHES = [b for b in BATCHES if [a.shape for a in b] == [a.shape for a in BATCHES[0]]]"]),
-    ]
+    if isinstance(target, IreeTarget):
+        lines += [
+            "try:",
+            "    " + compile_lines[-2],
+            "except Exception as exc:",
+            f"    print(f'cannot run: no usable {target.driver} device: {{exc}}')",
+            "    sys.exit(2)",
+            compile_lines[-1].replace("ctx.add_vm_module(", "attempt('run', lambda: ctx.add_vm_module(") + ")",
+        ]
+    if not target.dynamic:
+        lines += ["BATCHES = [b for b in BATCHES if [a.shape for a in b] == [a.shape for a in BATCHES[0]]]"]
     if error:
         lines += ["for inputs in BATCHES:",
-                  "    attempt('run', lambda: ctx.modules.module['main'](*LEAD, *inputs))",
+                  f"    attempt('run', lambda: {_invoke(target, '*LEAD, *inputs')})",
                   "print('run passed: fixed')", "sys.exit(0)"]
         return "\n".join(lines) + "\n"
     from oracles.compare import Tolerance
@@ -662,13 +704,13 @@ def _batches_lines(config: Any) -> list[str]:
     return lines
 
 
-def _judge_lines(target: IreeTarget, scale: float = 0.0) -> list[str]:
+def _judge_lines(target: CompiledTarget, scale: float = 0.0) -> list[str]:
     """A mismatch: every batch the artifact accepts, against float64 eager
     under the tolerance rule of ``oracles.compare``."""
     return [
         "twin, bad = Model().double().eval(), 0",
         "for b, inputs in enumerate(BATCHES):",
-        "    got = " + _host(target, "attempt('run', lambda: ctx.modules.module['main'](*LEAD, *inputs))")
+        "    got = " + _host(target, f"attempt('run', lambda: {_invoke(target, '*LEAD, *inputs')})")
         + ".astype(np.float64)",
         "    with torch.no_grad():",
         "        e32 = model(*map(torch.from_numpy, [*LEAD, *inputs])).numpy().astype(np.float64)",
@@ -688,7 +730,7 @@ def _judge_lines(target: IreeTarget, scale: float = 0.0) -> list[str]:
     ]
 
 
-def _export_lines(entry: CorpusEntry, target: IreeTarget) -> list[str]:
+def _export_lines(entry: CorpusEntry, target: CompiledTarget) -> list[str]:
     """torch.export the way the target did: static on batch 0, or dynamic
     (one batch dim, an index count per table) from a size-2 tracing example."""
     if not target.dynamic:
