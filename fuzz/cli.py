@@ -26,6 +26,7 @@ from rich.text import Text
 from fuzz import corpus
 from fuzz.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.corpus import CorpusError
+from oracles.signature import KEY_VERSION
 from fuzz.coverage import COLUMNS
 from fuzz.progress import CampaignProgress
 from fuzz.raypool import ClusterLost, RayUnavailable
@@ -128,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
     show.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
+    show.add_argument("--rekey", action="store_true",
+                      help="rename buckets stored under an older bucket-key recipe to today's "
+                           "ids (replay would call them moved otherwise)")
     repro = sub.add_parser("repro", help="re-run one stored case: does it still reproduce?")
     repro.add_argument("bucket", help="the bucket id (its folder name in the corpus)")
     repro.add_argument("--corpus", type=Path, default=Path("corpus"))
@@ -188,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "targets":
             return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":
+            if args.rekey:
+                return _rekey(console, args.path)
             return _corpus(console, err, args.path)
         if args.command == "report":
             return _digest(err, args.path, args.format)
@@ -244,6 +250,19 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
                       f"{what[:160]}", markup=False, soft_wrap=True)
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def _rekey(console: Console, path: Path) -> int:
+    from fuzz.rekey import rekey
+
+    done = rekey(path)
+    for record in done:
+        if record.status != "current":
+            console.print(f"{record.old} -> {record.new}  {record.status}", markup=False)
+    renamed = sum(r.status == "renamed" for r in done)
+    console.print(f"corpus {path}: {renamed} of {len(done)} buckets renamed to bucket-key "
+                  f"version {KEY_VERSION}", markup=False)
     return EXIT_OK
 
 

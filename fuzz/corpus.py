@@ -245,8 +245,9 @@ def record_seen(root: Path, bucket: str, targets: Any) -> bool:
     return _rewrite_case(root, bucket, grow)
 
 
-def update_case(root: Path, bucket: str, **fields: Any) -> bool:
-    """Set top-level fields of a stored case (e.g. ``repro_status``) atomically."""
+def update_case(root: Path, bucket: str, /, **fields: Any) -> bool:
+    """Set top-level fields of a stored case (e.g. ``repro_status``, or its
+    own ``bucket`` when it is renamed) atomically."""
     def apply(case: dict[str, Any]) -> bool:
         case.update(fields)
         return True

@@ -209,16 +209,27 @@ def import_to_torch(exported: Any, keep_raw: bool) -> tuple[str, str | None]:
     from torch_mlir import fx
     from torch_mlir.compiler_utils import OutputType
 
-    module = run_stage("import", lambda: fx.export_and_import(exported, output_type="raw",
-                                                              func_name="main"))
+    try:
+        module = run_stage("import", lambda: fx.export_and_import(exported, output_type="raw",
+                                                                  func_name="main"))
+    except StageFailure as failure:
+        raise _in_prefix(failure)
     raw = str(module) if keep_raw else None
     try:
         # What export_and_import runs after the import, with its defaults.
         run_stage("import", lambda: fx._module_lowering(False, False, OutputType.TORCH, module))
     except StageFailure as failure:
         failure.program = raw
-        raise
+        raise _in_prefix(failure)
     return run_stage("import", lambda: module.operation.get_asm(enable_debug_info=True)), raw
+
+
+def _in_prefix(failure: StageFailure) -> StageFailure:
+    """Mark a failure of the shared prefix as the prefix's (``Failure.owner``)."""
+    from oracles.blame import TORCH_PREFIX
+
+    failure.failure = dataclasses.replace(failure.failure, owner=TORCH_PREFIX)
+    return failure
 
 
 def lower_torch(torch_ir: str, output_type: str, raw: str | None = None) -> str:

@@ -25,7 +25,7 @@ from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolera
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
 
-__all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of",
+__all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of", "stage_owner",
            "PREFERRED_REPRESENTATIVES"]
 
 # Where to localize / shrink a bug seen on several targets: the cheapest first
@@ -77,6 +77,14 @@ class Finding:
     sample_index: int = 0
     new: bool = False
     path: Any = None
+
+
+def stage_owner(target: Target, result: TargetResult, outcome: Outcome) -> str:
+    """Who owns ``target``'s failing stage: the failure's own word when the
+    pipeline knew better (torch-mlir's shared prefix), else the target's."""
+    if result.failure is not None and result.failure.owner:
+        return result.failure.owner
+    return target.owner(outcome.stage)
 
 
 def culprit_of(localization: Any) -> str | None:
@@ -134,7 +142,8 @@ class Triage:
         failing = [name for name in targets if outcomes[name].verdict is not Verdict.PASS]
         clusters = self._clusters(failing, targets, results, outcomes)
         culprits = self._culprits(sample, targets, outcomes, clusters)
-        observations = [Observation(outcomes[name], targets[name].owner(outcomes[name].stage),
+        observations = [Observation(outcomes[name], stage_owner(targets[name], results[name],
+                                                                outcomes[name]),
                                     targets[name].lowering_owner,
                                     culprits.get(clusters.get(name, -1)), clusters.get(name, 0))
                         for name in failing]
@@ -145,7 +154,8 @@ class Triage:
         for bucket, members in grouped.items():
             names = [name for name, _ in members]
             blamed = members[0][1]
-            own = [n for n, b in members if targets[n].owner(outcomes[n].stage) == b.owner]
+            own = [n for n, b in members
+                   if stage_owner(targets[n], results[n], outcomes[n]) == b.owner]
             rep = _order(own or names)[0]
             cluster = clusters.get(rep)
             found.append(Finding(bucket, blamed.key, blamed.verdict, blamed.owner, rep,
@@ -247,11 +257,11 @@ class Triage:
             (quick,) = self._checked([LocalizeJob(target, sample, 0, self.tolerance_for(sample))])
             if culprit_of(quick):
                 return mismatch_key(target.name, str(culprit_of(quick)))
-        verdict, outcome, _ = self.solo_verdict(target, sample)
-        if outcome is None or verdict is Verdict.PASS:
+        verdict, outcome, got = self.solo_verdict(target, sample)
+        if outcome is None or got is None or verdict is Verdict.PASS:
             return None
         if verdict is not Verdict.MISMATCH:
-            return error_key(verdict, target.owner(outcome.stage), outcome.op, outcome.error)
+            return error_key(verdict, stage_owner(target, got, outcome), outcome.op, outcome.error)
         if culprit_method == "op":
             (answer,) = self._checked([LocalizeJob(target, sample,
                                                    int(outcome.numbers.get("batch", 0)),

@@ -53,6 +53,11 @@ class Failure:
     ``signal`` / ``exit_code`` are set when the worker process died (CRASH),
     ``timed_out`` when it was killed for exceeding its time limit, and
     ``program`` holds the input the failing stage choked on (for the report).
+    ``owner`` names the component that failed when the pipeline knows it
+    better than the stage does: an import failure in torch-mlir's shared
+    prefix (FX import, Torch Backend contract) is the prefix's whichever
+    output type was being built, so its bucket cannot depend on whether a
+    ``torch`` output-type target happened to run beside it.
     """
 
     stage: Stage
@@ -63,6 +68,7 @@ class Failure:
     timed_out: bool = False
     stderr_tail: str = ""
     program: str | None = None
+    owner: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.stage, Stage):

@@ -9,9 +9,14 @@ A bucket id is ``<verdict>-<12 hex digits>``, a hash of a readable key:
 
 - errors: ``verdict | owner | blamed op | normalized first error line``. The
   owner is the component the failing stage belongs to (``torch.export``,
-  ``torch-mlir:<output type>``, an IREE backend), not a target name, so a
-  static and a dynamic target, or two drivers of one backend, share a bucket;
-  the normalized line keeps the fault and drops the accidents of one sample.
+  ``torch-mlir:<output type>``, ``torch-mlir:torch`` for the shared prefix,
+  ``iree``), not a target name, so a static and a dynamic target, or two
+  drivers of one backend, share a bucket; the normalized line keeps the fault
+  and drops the accidents of one sample. IREE's owners enter the key as one
+  family (``key_owner``): whether blame names ``iree:compiler`` or
+  ``iree:llvm-cpu`` depends on how many IREE backends ran beside it, and a
+  bucket must not move with the set of targets a run happened to use (the
+  case still records the owner blame gave).
 - mismatches: ``MISMATCH | owner | culprit``. The culprit is what localization
   found: the first divergent op with the arguments that select its lowering
   (``op:aten.embedding_bag.padding_idx[per_sample_weights]``), else the
@@ -28,14 +33,32 @@ from oracles.normalize import normalize_error
 from oracles.verdict import Outcome, Verdict
 
 __all__ = ["KEY_VERSION", "signature_key", "error_key", "mismatch_key", "bucket_for",
-           "normalize_error"]
+           "normalize_error", "key_owner", "upgrade_key"]
 
-KEY_VERSION = 3
+KEY_VERSION = 4
+
+# What changed at each version, for corpora stored under an older one:
+# 4: IREE owners of errors enter the key as the family "iree" (``key_owner``).
+_IREE_FAMILY = "iree"
+
+
+def key_owner(owner: str) -> str:
+    """The part of an error's owner that every subset of targets agrees on."""
+    return _IREE_FAMILY if owner.startswith(_IREE_FAMILY + ":") else owner
 
 
 def error_key(verdict: Verdict, owner: str, op: str | None, error_line: str) -> str:
     what = "|".join(part for part in (op, normalize_error(error_line)) if part)
-    return f"{verdict.value}|{owner}|{what}"
+    return f"{verdict.value}|{key_owner(owner)}|{what}"
+
+
+def upgrade_key(key: str) -> str:
+    """A key stored under an older ``KEY_VERSION``, in today's recipe (the
+    parts every version kept: verdict, owner, the rest)."""
+    verdict, owner, rest = (key.split("|", 2) + ["", ""])[:3]
+    if verdict == Verdict.MISMATCH.value or not owner:
+        return key
+    return f"{verdict}|{key_owner(owner)}|{rest}"
 
 
 def mismatch_key(owner: str, culprit: str) -> str:

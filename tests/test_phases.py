@@ -248,3 +248,23 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     after = record.record["size_after"]
     assert record.replaced and after["tables"] == 3 and after["examples"] == 1
     assert record.record["stopped"] == "fixpoint"
+
+
+@pytest.mark.pipeline
+def test_a_failure_of_torch_mlirs_shared_prefix_is_the_prefixs_whichever_targets_ran() -> None:
+    """The real 4-bit quantized-bag failure happens in torch-mlir's shared
+    prefix (the Torch Backend contract): refbackend alone files it as the
+    prefix's, in the same bucket as a run with the ``torch`` output type
+    beside it (it was lowering_unsupported_op-7379a7c81a19 on linalg alone
+    and -e3efb243e1e0 with iree-torch)."""
+    sample = tiny_sample(tiny_config(ln_emb=(10,), m_spa=4, quantize_bits=4,
+                                     ln_top=(5, 1)))
+    buckets = []
+    for targets in (("refbackend",), ("refbackend", "iree-torch")):
+        campaign = Campaign(CampaignOptions(targets=targets, workers=1, replay=False,
+                                            shrink=False))
+        (found,) = campaign.check_samples([sample])[0]
+        assert found.owner == "torch-mlir:torch" and found.verdict is \
+            Verdict.LOWERING_UNSUPPORTED_OP, found
+        buckets.append(found.bucket)
+    assert buckets[0] == buckets[1]
