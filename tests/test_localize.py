@@ -3,11 +3,11 @@
 Engine tier: FAKE targets (named as such) that corrupt one known op must be
 blamed on exactly that op (an integer op of the QR path too, not the
 ``embedding_bag`` that reads its wrong index), and a healthy program on none.
-Pipeline tier
-(``-m pipeline``): torch-mlir's known wrong lowering of ``embedding_bag`` with
-``per_sample_weights`` (torch 2.13 / torch-mlir 20261001 / IREE 3.13) must get
-one culprit name from every config that reaches it, and a healthy config
-(QR's integer index arithmetic included) none.
+Pipeline tier (``-m pipeline``): torch-mlir's known wrong lowering of
+``embedding_bag`` with ``per_sample_weights`` (torch 2.13 / torch-mlir 20261001
+/ IREE 3.13) must get one culprit name from every config that reaches it,
+vmvx's rounded QR quotient must be blamed on its cast, and a healthy config
+(QR's integer index arithmetic included) on nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ WEIGHTED_BUG = "aten.embedding_bag.padding_idx[per_sample_weights]"
 FAKE_CONFIG = dict(sigmoid_top=0)
 # Every table of tiny_config goes through QR (quotient cast, remainder).
 QR = dict(qr_flag=True, qr_threshold=5)
+
+
+def _laid_out(config: DLRMConfig, indices: Sequence[Sequence[int]] | None = None) -> Sample:
+    """tiny_sample's batch in ``config``'s input layout, with ``indices`` per
+    table when given (one bag of the first index, one of the rest)."""
+    lists = tiny_sample(dataclasses.replace(config, input_layout="lists")).batches[0]
+    dtype = np.dtype(config.index_dtype)
+    offsets = lists.offsets if indices is None else tuple(np.array([0, 1], dtype) for _ in indices)
+    rows = lists.indices if indices is None else tuple(np.array(i, dtype) for i in indices)
+    return Sample(config, 7, (Batch.for_config(config, lists.dense, offsets, rows),))
 
 
 def _verdict(target: Target, config: DLRMConfig) -> Verdict:
@@ -92,10 +102,7 @@ def test_float64_twin_computes_the_same_integers_as_eager(overrides: dict[str, A
     # A healthy fake (it corrupts no op) that compiles modules: every exposed
     # integer of the QR path must match, whatever the twin did to the floats.
     target = FakeWrongOpTarget("fake-healthy", "FAKE: corrupts nothing", op="none")
-    config = tiny_config(**QR, **overrides)
-    lists = tiny_sample(dataclasses.replace(config, input_layout="lists")).batches[0]
-    sample = Sample(config, 7, (Batch.for_config(config, lists.dense, lists.offsets, lists.indices),))
-    found = first_divergent_op(target, sample, 0)
+    found = first_divergent_op(target, _laid_out(tiny_config(**QR, **overrides)), 0)
     assert found.details["exact_intermediates"] >= 6, found
     assert found.culprit is None and "harmless_divergence" not in found.details, found
 
@@ -255,6 +262,18 @@ def test_healthy_qr_model_has_no_integer_false_alarm(target: str) -> None:
     assert found.details["exact_intermediates"] >= 6, found  # 3 tables: cast, remainder, cast
     assert found.culprit is None and "harmless_divergence" not in found.details, found
     assert found.note == "no mismatch to localize: the target's own program matches"
+
+
+@pytest.mark.pipeline
+def test_vmvx_rounding_the_qr_quotient_is_blamed_on_the_cast() -> None:
+    # IREE 3.13's vmvx rounds the QR quotient's float-to-int cast instead of
+    # truncating it: (19 / 4).long() is 5 there, not 4, so the bag reads the
+    # wrong row. Floats-only localization blamed the embedding_bag reading it.
+    # (With index 19 in a 20-row table, row 5 does not exist: a RUNTIME_ERROR.)
+    config = tiny_config(qr_flag=True, qr_threshold=5, ln_emb=(100,), ln_top=(5, 1))
+    found = first_divergent_op(TARGETS["iree-vmvx"], _laid_out(config, [[0, 19, 19]]), 0)
+    assert found.culprit == "aten.to.dtype", found
+    assert found.details["reason"].endswith("got 5, expected 4"), found
 
 
 @pytest.mark.pipeline
