@@ -67,7 +67,7 @@ class Repro:
     """What was written and whether it reproduces (``status`` starts with
     "reproduces", "does not reproduce: " or "cannot run: ")."""
 
-    kind: str  # "single-op" | "model"
+    kind: str  # "single-op" | "export" | "model"
     target: str
     lines: int
     status: str
@@ -156,6 +156,11 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         raise ValueError(f"timeout_s={timeout_s}: must be > 0")
     target = repro_target(entry, table)
     tried = ""
+    if entry.verdict is Verdict.EXPORT_ERROR:
+        export = _attempt(folder, entry, target, "export", check, timeout_s)
+        if export is not None:
+            return export
+        tried = " (no single op of the model fails torch.export the same way)"
     if entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"):
         single = _attempt(folder, entry, target, "single-op", check, timeout_s)
         if single is not None and (not check or single.status == "reproduces"):
@@ -172,7 +177,8 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
 def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str, check: bool,
              timeout_s: float) -> Repro | None:
     try:
-        files = _single_op_files(entry, target) if kind == "single-op" else _model_files(entry, target)
+        files = {"single-op": _single_op_files, "export": _export_error_files,
+                 "model": _model_files}[kind](entry, target)
     except _ToolchainFailed as failed:
         return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
     if files is None:
@@ -209,20 +215,27 @@ class _ToolchainFailed(Exception):
 
 # -- the exported graph ---------------------------------------------------------
 
-def _export(entry: CorpusEntry, target: CompiledTarget) -> Any:
-    """torch.export of the model exactly as the target exports it (static on
-    the first batch's shapes, or dynamic from the tracing example)."""
-    import torch
-
+def _export_form(entry: CorpusEntry, target: CompiledTarget,
+                 example: Sequence[np.ndarray] | None = None) -> tuple[Any, tuple[Any, ...], Any]:
+    """(module, args, dynamic-shape spec) exactly as the target exports the
+    model: static on the first batch's shapes, or dynamic from the tracing
+    example; ``example`` replaces the example arrays (same spec)."""
     from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
 
     from fuzz.weights import export_form
 
     config = entry.sample.config
-    example = tracing_example(config) if target.dynamic else entry.sample.batches[0].flat()
+    if example is None:
+        example = tracing_example(config) if target.dynamic else entry.sample.batches[0].flat()
     spec = dynamic_shapes(config) if target.dynamic else None
-    module, args, spec = export_form(build(config, entry.sample.seed), config,
-                                     to_torch(example, config), spec)
+    return export_form(build(config, entry.sample.seed), config, to_torch(example, config), spec)
+
+
+def _export(entry: CorpusEntry, target: CompiledTarget) -> Any:
+    """torch.export of the model exactly as the target exports it."""
+    import torch
+
+    module, args, spec = _export_form(entry, target)
     try:
         return torch.export.export(module, args, dynamic_shapes=spec)
     except Exception as exc:
@@ -253,34 +266,104 @@ def _single_op_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, st
     if found is None:
         return None
     node, index = found
-    args, kwargs = _captured(exported, entry, target, node)
+    op = _op_module(node, index, *_captured(exported, entry, target, node))
+    assert op is not None  # an exported graph holds no TorchScript objects
+    return {**op.files, "repro.py": _single_op_script(entry, target, op)}
+
+
+@dataclass(frozen=True)
+class _OpModule:
+    """One op as a module ``Op``: ``ARGS`` its operands (the module's
+    inputs), ``CONSTS`` the arrays its TorchScript objects (packed weights,
+    the module's attributes) are rebuilt from."""
+
+    op: str
+    data_lines: list[str]  # ARGS = [...] (and CONSTS = [...])
+    class_lines: list[str]  # the float64 twin's _f, then class Op
+    files: dict[str, str | bytes]
+    operands: list[np.ndarray]
+    consts: list[np.ndarray]
+
+
+def _op_module(node: Any, index: int | None, args: Sequence[Any],
+               kwargs: dict[str, Any]) -> _OpModule | None:
+    """``node``'s op called on its captured arguments, as a module; None when
+    an argument is a TorchScript object we cannot rebuild from arrays."""
     tensors: list[Any] = []
-    call = _render_call(node.target, args, kwargs, tensors)
-    if index is not None or isinstance(node.meta.get("val"), (tuple, list)):
-        call += f"[{index or 0}]"
-    files, data = _operand_files(tensors)
-    bf16 = [i for i, t in enumerate(tensors) if str(t.dtype) == "torch.bfloat16"]
+    objects: list[Any] = []
+    call = _render_call(node.target, args, kwargs, tensors, objects)
     result = node.meta.get("val")
-    result = result[index or 0] if isinstance(result, (tuple, list)) else result
-    files["repro.py"] = _single_op_script(entry, target, str(node.target), call, data, bf16,
-                                          str(getattr(result, "dtype", "")) == "torch.bfloat16")
-    return files
+    if index is not None or isinstance(result, (tuple, list)):
+        call += f"[{index or 0}]"
+        result = result[index or 0] if isinstance(result, (tuple, list)) else result
+    consts: list[Any] = []
+    inits = [_object_init(o, consts) for o in objects]
+    if None in inits:
+        return None
+    files, data = _operand_files(tensors)
+    const_files, const_data = _operand_files(consts, "const")
+    # bfloat16 operands enter as float32 (numpy and the runtimes have no
+    # bfloat16 arrays) and are cast inside, exactly; a bfloat16 result leaves
+    # as float32. Every float dtype the op names goes through the twin's _f.
+    bf16 = [i for i, t in enumerate(tensors) if str(t.dtype) == "torch.bfloat16"]
+    out = ".to(torch.float32)" if str(getattr(result, "dtype", "")) == "torch.bfloat16" else ""
+    names = ", ".join(f"a{i}" for i in range(len(tensors)))
+    init = ["    def __init__(self):", "        super().__init__()",
+            *(f"        self.c{i} = {text}" for i, text in enumerate(inits))] if inits else []
+    cls = ["class Op(torch.nn.Module):", *init, f"    def forward(self, {names}):",
+           *(f"        a{i} = a{i}.to(torch.bfloat16)" for i in bf16), f"        return {call}{out}"]
+    lines = ["ARGS = [", *(f"    {d}," for d in data), "]"]
+    if consts:
+        lines += ["CONSTS = [  # the packed weights' own arrays", *(f"    {d}," for d in const_data), "]"]
+    return _OpModule(str(node.target), lines, _twin_dtypes(cls), {**files, **const_files},
+                     [_array(t) for t in tensors], [_array(t) for t in consts])
 
 
-def _operand_files(tensors: Sequence[Any]) -> tuple[dict[str, str | bytes], list[str]]:
+def _array(tensor: Any) -> np.ndarray:
+    """A tensor as the script holds it (bfloat16 as float32, exactly)."""
+    tensor = tensor.detach()
+    return (tensor.float() if str(tensor.dtype) == "torch.bfloat16" else tensor).contiguous().numpy()
+
+
+def _object_init(obj: Any, consts: list[Any]) -> str | None:
+    """Python that rebuilds a TorchScript object from plain arrays (appended
+    to ``consts``): the packed weights of a dynamically quantized linear
+    (qint8, per tensor, or float16), the only kind a DLRM carries; None for
+    any other."""
+    import torch
+
+    try:
+        weight, bias = torch.ops.quantized.linear_unpack(obj)
+    except Exception:  # not a packed linear
+        return None
+
+    def const(tensor: Any) -> str:
+        consts.append(tensor)
+        return f"torch.from_numpy(CONSTS[{len(consts) - 1}])"
+
+    if not weight.is_quantized:
+        packed = const(weight)
+        return f"torch.ops.quantized.linear_prepack_fp16({packed}, {'None' if bias is None else const(bias)})"
+    if weight.qscheme() != torch.per_tensor_affine:
+        return None
+    quantized = (f"torch._make_per_tensor_quantized_tensor({const(weight.int_repr())}, "
+                 f"{weight.q_scale()!r}, {weight.q_zero_point()!r})")
+    return f"torch.ops.quantized.linear_prepack({quantized}, {'None' if bias is None else const(bias)})"
+
+
+def _operand_files(tensors: Sequence[Any], prefix: str = "arg") -> tuple[dict[str, str | bytes], list[str]]:
     """Each operand as a numpy expression: a literal when small, else an
-    ``arg<i>.npy`` beside the script. numpy has no bfloat16: such operands
-    are written as float32 (exact) and the script casts them back."""
+    ``<prefix><i>.npy`` beside the script. numpy has no bfloat16: such
+    operands are written as float32 (exact) and the script casts them back."""
     files: dict[str, str | bytes] = {}
     data = []
     for i, tensor in enumerate(tensors):
-        tensor = tensor.detach()
-        array = (tensor.float() if str(tensor.dtype) == "torch.bfloat16" else tensor).contiguous().numpy()
+        array = _array(tensor)
         if array.size <= INLINE_MAX_ELEMENTS:
             data.append(_literal(array))
         else:
-            files[f"arg{i}.npy"] = _npy(array)
-            data.append(f'np.load("arg{i}.npy", allow_pickle=False)')
+            files[f"{prefix}{i}.npy"] = _npy(array)
+            data.append(f'np.load("{prefix}{i}.npy", allow_pickle=False)')
     return files, data
 
 
@@ -303,18 +386,8 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
     """The real arguments ``node`` received in an eager run of batch 0 (after
     the seed's weights, where they are program inputs)."""
     import torch
-    import torch.fx
 
     from fuzz.pipeline import Timer
-
-    captured: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, n: torch.fx.Node) -> Any:
-            if n is node:
-                args, kwargs = self.fetch_args_kwargs_from_env(n)
-                captured.append((tuple(args), dict(kwargs)))
-            return super().run_node(n)
 
     state = _state(exported)
     lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
@@ -322,26 +395,52 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
             for a in [*lead, *entry.sample.batches[0].flat()]]
     inputs = [state[s.arg.name] if s.kind.name != "USER_INPUT" else flat.pop(0)
               for s in exported.graph_signature.input_specs]
+    return _recorded(exported.graph_module, inputs, [node])[0][1]
+
+
+def _recorded(graph_module: Any, inputs: Sequence[Any],
+              nodes: Sequence[Any]) -> list[tuple[Any, tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """(node, (args, kwargs)) for each of ``nodes``, in their order: the real
+    arguments each received when ``graph_module`` ran on ``inputs``."""
+    import torch
+    import torch.fx
+
+    wanted = set(nodes)
+    captured: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            if n in wanted:
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                captured[n] = (tuple(args), dict(kwargs))
+            return super().run_node(n)
+
     with torch.no_grad():
-        Recorder(exported.graph_module).run(*inputs)
-    return captured[0]
+        Recorder(graph_module).run(*inputs)
+    return [(n, captured[n]) for n in nodes if n in captured]
 
 
-def _render_call(op: Any, args: Sequence[Any], kwargs: dict[str, Any], tensors: list[Any]) -> str:
-    """``torch.ops.aten.x.y(a0, 0, False, ...)``: tensors become module inputs."""
-    parts = [_render(a, tensors) for a in args]
-    parts += [f"{k}={_render(v, tensors)}" for k, v in kwargs.items()]
+def _render_call(op: Any, args: Sequence[Any], kwargs: dict[str, Any], tensors: list[Any],
+                 objects: list[Any] | None = None) -> str:
+    """``torch.ops.aten.x.y(a0, 0, False, ...)``: tensors become module
+    inputs; TorchScript objects (packed weights), where ``objects`` collects
+    them, become the module's attributes ``self.c<i>``."""
+    parts = [_render(a, tensors, objects) for a in args]
+    parts += [f"{k}={_render(v, tensors, objects)}" for k, v in kwargs.items()]
     return f"torch.ops.{op}({', '.join(parts)})"
 
 
-def _render(value: Any, tensors: list[Any]) -> str:
+def _render(value: Any, tensors: list[Any], objects: list[Any] | None = None) -> str:
     import torch
 
     if isinstance(value, torch.Tensor):
         tensors.append(value)
         return f"a{len(tensors) - 1}"
+    if isinstance(value, torch.ScriptObject) and objects is not None:
+        objects.append(value)
+        return f"self.c{len(objects) - 1}"
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(_render(v, tensors) for v in value)
+        inner = ", ".join(_render(v, tensors, objects) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
     if isinstance(value, float) and not np.isfinite(value):
         return f'float("{value}")'
@@ -365,27 +464,18 @@ def _npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _single_op_script(entry: CorpusEntry, target: CompiledTarget, op: str, call: str,
-                      data: list[str], bf16: Sequence[int] = (), bf16_out: bool = False) -> str:
-    names = ", ".join(f"a{i}" for i in range(len(data)))
-    # bfloat16 operands enter as float32 (numpy and the runtimes have no
-    # bfloat16 arrays) and are cast inside, exactly; a bfloat16 result leaves
-    # as float32. Every float dtype the op names goes through the twin's _f.
-    body = [*(f"        a{i} = a{i}.to(torch.bfloat16)" for i in bf16),
-            f"        return {call}" + (".to(torch.float32)" if bf16_out else "")]
+def _single_op_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
     spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
         if target.dynamic else ""
     lines = [
-        f'"""Repro: {op} on {target.name} vs the same op in float64 (exit 1: bug, 0: fixed, 2: cannot run).',
+        f'"""Repro: {op.op} on {target.name} vs the same op in float64 (exit 1: bug, 0: fixed, 2: cannot run).',
         f'{entry.signature}"""',
         *_imports(target),
         f"SIGNATURE = {entry.signature!r}",
-        "ARGS = [",
-        *(f"    {d}," for d in data),
-        "]",
+        *op.data_lines,
         *_device_lines(target),
         "",
-        *_twin_dtypes(["class Op(torch.nn.Module):", f"    def forward(self, {names}):", *body]),
+        *op.class_lines,
         "",
         "def tensors(f64=False):",
         "    return tuple(torch.from_numpy(a).double() if f64 and a.dtype.kind == 'f' "
@@ -422,10 +512,8 @@ _UNEXPECTED = [
     "import os",
     "import sys",
     "def unexpected(kind, exc, tb):  # not the bug: exit 2, never a traceback's exit 1",
-    "    sys.__excepthook__(kind, exc, tb)",
-    "    text = ' '.join(f'{kind.__name__}: {exc}'.split())[:500]",
-    "    print(f'cannot run: unexpected {text}', flush=True)",
-    "    sys.stderr.flush()",
+    "    sys.__excepthook__(kind, exc, tb)  # the traceback, on stderr (line-buffered)",
+    "    print('cannot run: unexpected', ' '.join(f'{kind.__name__}: {exc}'.split())[:500], flush=True)",
     "    os._exit(2)",
     "sys.excepthook = unexpected",
 ]
@@ -537,6 +625,104 @@ def _compile_and_load(target: CompiledTarget, indent: str) -> list[str]:
               f"ctx = rt.SystemContext(config=rt.Config({target.driver!r}))",
               "ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))"]
     return [indent + line for line in "\n".join(lines).splitlines()]
+
+
+# -- export-error form ----------------------------------------------------------
+
+def _export_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
+    """For an EXPORT_ERROR: the first op of the model whose own torch.export,
+    made as the target made the model's (static, or every dimension
+    dynamic), fails with the stored bucket key (``oracles.classify`` and
+    ``oracles.signature``, as bucketing keys it); None when no op does. The
+    model is traced to ATen ops by ``make_fx``, which needs no export, on
+    batch 0; ops outside ATen (quantized kernels) and ops taking packed
+    weights are tried first: that is where export breaks."""
+    graph, inputs = _traced(entry, target)
+    candidates = [n for n in graph.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    candidates.sort(key=lambda n: not str(n.target).startswith("quantized.")
+                    and not any(a.op == "get_attr" for a in n.all_input_nodes))
+    for node, (args, kwargs) in _recorded(graph, inputs, candidates[:_MAX_EXPORT_CANDIDATES]):
+        op = _op_module(node, None, args, kwargs)
+        if op is not None and _export_fails_as_stored(entry, op, target.dynamic):
+            return {**op.files, "repro.py": _export_error_script(entry, target, op)}
+    return None
+
+
+# Single-op exports tried per EXPORT_ERROR bucket (~0.05 s each).
+_MAX_EXPORT_CANDIDATES = 60
+
+
+def _traced(entry: CorpusEntry, target: CompiledTarget) -> tuple[Any, list[Any]]:
+    """The model (in the target's weight form) traced to ATen by ``make_fx`` on
+    batch 0, and its flat inputs; ``_ToolchainFailed`` when tracing fails."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module, args, _ = _export_form(entry, target, entry.sample.batches[0].flat())
+    flat, tree = pytree.tree_flatten(args)
+
+    def call(*tensors: Any) -> Any:
+        return module(*pytree.tree_unflatten(list(tensors), tree))
+
+    try:
+        with torch.no_grad():
+            return make_fx(call)(*flat), flat
+    except Exception as exc:
+        raise _ToolchainFailed(f"torch.export failed, and so did tracing the model to find the op: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]) \
+            from exc
+
+
+def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) -> bool:
+    """Whether torch.export of ``op``'s module (built from the very lines the
+    script holds) fails with the entry's bucket key."""
+    import torch
+
+    from fuzz.pipeline import StageFailure, export
+    from oracles.classify import classify
+    from oracles.signature import error_key
+
+    space: dict[str, Any] = {"torch": torch, "np": np, "CONSTS": op.consts}
+    exec("\n".join(op.class_lines), space)  # noqa: S102  (our own generated code)
+    inputs = tuple(torch.from_numpy(a) for a in op.operands)
+    spec = [{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in op.operands] if dynamic else None
+    try:
+        module = space["Op"]()
+    except Exception:  # the packed weights did not rebuild: this op cannot be the repro
+        return False
+    try:
+        export(module, inputs, spec)
+    except StageFailure as failed:
+        verdict, line, blamed = classify(failed.failure)
+        return error_key(verdict, entry.owner, blamed, line) == entry.signature
+    return False
+
+
+def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
+    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
+        if target.dynamic else ""
+    lines = [
+        f'"""Repro: torch.export of {op.op} alone fails as the DLRM\'s export did '
+        f'({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
+        f"{entry.signature}",
+        'Exit 1: bug present (prints the signature); 0: fixed (export passes); 2: cannot run."""',
+        *_IMPORTS_RUNTIME[:-3],  # torch and numpy only
+        "import tempfile",
+        f"SIGNATURE = {entry.signature!r}",
+        f"STAGE, FAULT = {Stage.EXPORT.value!r}, {fault_parts(entry)!r}",
+        *op.data_lines,
+        "",
+        *op.class_lines,
+        "",
+        *_ATTEMPT,
+        "",
+        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
+        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
+        "print('export passed: fixed')",
+        "sys.exit(0)",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 # -- model form -----------------------------------------------------------------

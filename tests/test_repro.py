@@ -223,7 +223,7 @@ def test_weighted_pooling_mismatch_gives_a_single_op_repro(no_fuzz_python: str, 
     sample = tiny_sample(one_table(weighted_pooling="fixed", weights=weights))
     repro = write_repro(tmp_path, weighted_entry(sample), timeout_s=300)
     assert (repro.kind, repro.target) == ("single-op", "iree-cpu")
-    assert repro.lines <= 40, repro.lines
+    assert repro.lines <= 55, repro.lines  # with the exit-2 guard and the twin's dtype switch
     assert "torch.ops.aten.embedding_bag.padding_idx(" in (tmp_path / "repro.py").read_text()
     assert_reproduces(repro, tmp_path, WEIGHTED, no_fuzz_python)
 
@@ -424,3 +424,68 @@ def test_a_refbackend_only_wrong_answer_gets_a_refbackend_repro_that_exits_1(
     assert "elements off tolerance" in repro.output
     assert not any(n.startswith("iree") for n in imported_modules(tmp_path / "repro.py"))
     assert_reproduces(repro, tmp_path, signature, no_fuzz_python)
+
+
+def export_error_entry(config: DLRMConfig, target: str) -> CorpusEntry:
+    """The bucket the fuzzer files for ``config``'s export failure on
+    ``target``: keyed from the real failure, as triage keys it."""
+    from fuzz.pipeline import StageFailure, Timer
+    from fuzz.targets import TARGETS, CompiledTarget
+    from oracles.classify import classify
+    from oracles.signature import error_key
+
+    sample, compiled = tiny_sample(config), TARGETS[target]
+    assert isinstance(compiled, CompiledTarget)
+    with pytest.raises(StageFailure) as failed:
+        compiled.lowered(config, sample.seed, sample.batches[0].flat(), Timer(), None)
+    verdict, line, op = classify(failed.value.failure)
+    assert verdict is Verdict.EXPORT_ERROR, line
+    return make_entry(sample, error_key(verdict, "torch.export", op, line), target, (target,),
+                      stage=Stage.EXPORT, op=op)
+
+
+# What upstream would add for the 4-bit bag: a fake (meta) kernel, so that
+# torch.export can trace it with symbolic shapes. Registered before the repro runs.
+FAKE_4BIT_KERNEL = """
+import runpy, torch
+@torch.library.register_fake("quantized::embedding_bag_4bit_rowwise_offsets")
+def _(weight, indices, offsets=None, scale_grad_by_freq=False, mode=0, pruned_weights=False,
+      per_sample_weights=None, compressed_indices_mapping=None, include_last_offset=False):
+    bags = offsets.size(0) - (1 if include_last_offset else 0)
+    return weight.new_empty((bags, (weight.size(1) - 4) * 2), dtype=torch.float32)
+runpy.run_path('repro.py', run_name='__main__')
+"""
+
+
+@pytest.mark.pipeline
+def test_an_export_error_repro_exits_1_while_export_fails_and_0_once_it_passes(
+        no_fuzz_python: str, tmp_path: Path) -> None:
+    """A 4-bit quantized table exported with dynamic shapes: torch 2.13 has no
+    fake kernel for its bag op. The repro is that op alone through
+    torch.export, torch and numpy only; it exits 1 with the stored key, and 0
+    once the missing kernel is registered (the failing piece, patched out)."""
+    import subprocess
+
+    entry = export_error_entry(one_table(quantize_bits=4), "iree-cpu-dyn")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "export", repro
+    assert "torch.ops.quantized.embedding_bag_4bit_rowwise_offsets.default(" in (tmp_path / "repro.py").read_text()
+    assert imported_modules(tmp_path / "repro.py") <= {"os", "sys", "tempfile", "numpy", "torch"}
+    assert_reproduces(repro, tmp_path, entry.signature, no_fuzz_python)
+    fixed = subprocess.run([no_fuzz_python, "-I", "-c", FAKE_4BIT_KERNEL], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "export passed: fixed" in fixed.stdout and "signature:" not in fixed.stdout
+
+
+@pytest.mark.pipeline
+def test_a_quantized_mlp_export_error_repro_rebuilds_the_packed_weights(no_fuzz_python: str,
+                                                                        tmp_path: Path) -> None:
+    """A qint8 MLP: torch.export cannot flatten the packed-weights object. The
+    repro rebuilds it from plain arrays (int8 weight, scale, zero point) and
+    fails the same way."""
+    entry = export_error_entry(one_table(quantize_mlp="qint8"), "iree-cpu")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "export", repro
+    assert "torch.ops.quantized.linear_prepack(" in (tmp_path / "repro.py").read_text()
+    assert_reproduces(repro, tmp_path, entry.signature, no_fuzz_python)
