@@ -162,33 +162,32 @@ def _first_bad(probes: list[_Probe], ref64: list[np.ndarray], eager32: list[np.n
                got: list[np.ndarray], tolerance: Tolerance) -> tuple[_Probe, Comparison, int] | None:
     for count, probe in enumerate(probes, start=1):
         k = probe.position
-        judge = _compare_exact if probe.exact else compare
-        comparison = judge(ref64[k], eager32[k], np.asarray(got[k]), tolerance)
+        value = np.asarray(got[k])
+        comparison = _compare_exact(ref64[k], eager32[k], value) if probe.exact \
+            else compare(ref64[k], eager32[k], value, tolerance)
         if not comparison.ok:
             return probe, comparison, count
     return None
 
 
-def _compare_exact(ref64: np.ndarray, eager32: np.ndarray, got: np.ndarray,
-                   tolerance: Tolerance = Tolerance()) -> Comparison:
+def _compare_exact(ref64: np.ndarray, eager32: np.ndarray, got: np.ndarray) -> Comparison:
     """Judge an integer or boolean intermediate: each element must equal eager
-    float32's or the float64 twin's value exactly (``tolerance`` is unused:
-    an index off by one is never rounding). Either, not only the twin's: the
-    twin evaluates integer ops on the same integers as eager, but a
-    float-to-int cast reads a float computed in float64 there, and a
-    truncation may land one apart from float32's. A compiled program computes
+    float32's or the float64 twin's value exactly (no tolerance: an index off
+    by one is never rounding). Either, not only the twin's: the twin evaluates
+    integer ops on the same integers as eager, but a float-to-int cast reads a
+    float computed in float64 there, and a truncation may land one apart from
+    float32's. A compiled program computes
     in the model's dtype, so eager's integer is the one it owes; one that
     computes more precisely may land on the twin's. Either is healthy, so a
     correct compiler never false-alarms; anything else is a wrong integer.
     Compared by value (numpy promotion), not dtype: a backend may return an
     int64 as int32 (emulated 64-bit integers) or a boolean as bytes."""
-    del tolerance
     if got.shape != ref64.shape:
         return Comparison(False, f"shape {list(got.shape)} != expected {list(ref64.shape)}",
                           {"got": summarize(got), "expected": summarize(ref64)})
     bad = (got != ref64) & (got != eager32)
     err = np.abs(got.astype(np.float64) - ref64.astype(np.float64))
-    numbers: dict[str, Any] = {
+    numbers: dict[str, Any] = {  # relative to at least 1: row 0 read as row 1 is 100 % off
         "max_abs_error": float(err.max()) if err.size else 0.0,
         "max_rel_error": float((err / np.maximum(np.abs(ref64.astype(np.float64)), 1.0)).max())
         if err.size else 0.0,
