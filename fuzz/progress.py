@@ -33,7 +33,7 @@ class CampaignProgress:
         self.started = time.monotonic()
         self.phase_name = "start"
         self._report: Any = None
-        self._last_line = 0.0
+        self._last_line = float("-inf")  # the first update prints, whatever the clock
         self._live: Live | None = None
         if console.is_terminal:
             self._live = Live(get_renderable=self._render, console=console,
