@@ -40,17 +40,17 @@ from fuzz.targets import TARGETS, CompiledTarget, IreeTarget, RefBackendTarget, 
 from oracles.results import Stage
 from oracles.verdict import Verdict
 
-__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts",
+__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts", "RUNTIME_FILE",
            "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]
 
 # What a repro may import: the toolchain under test, numpy, and the standard
 # library modules the templates below use.
 ALLOWED_IMPORTS = frozenset({"torch", "torch_mlir", "iree.compiler", "iree.runtime", "numpy",
-                             "sys", "os", "re", "tempfile", "subprocess",
-                             # the refbackend runtime a refbackend repro carries
-                             "torch_mlir.execution_engine", "torch_mlir.ir", "torch_mlir.passmanager",
-                             "torch_mlir._mlir_libs._torchMlir", "ctypes", "functools", "threading",
-                             "dataclasses", "typing"})
+                             "sys", "os", "re", "tempfile", "subprocess", "runpy",
+                             # the refbackend runtime beside a refbackend repro
+                             "__future__", "torch_mlir.execution_engine", "torch_mlir.ir",
+                             "torch_mlir.passmanager", "torch_mlir._mlir_libs._torchMlir", "ctypes",
+                             "functools", "threading", "dataclasses", "typing"})
 # Arrays up to this size are written into the script; larger ones beside it.
 INLINE_MAX_ELEMENTS = 64
 # IREE targets to reproduce a refbackend finding on, most familiar first.
@@ -183,6 +183,8 @@ def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str
         return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
     if files is None:
         return None
+    if RUNTIME_FILE in str(files["repro.py"]):
+        files[RUNTIME_FILE] = _refbackend_runtime()
     for name, data in files.items():
         _write_atomic(folder / name, data)
     lines = len(str(files["repro.py"]).splitlines())
@@ -568,28 +570,37 @@ def _invoke(target: CompiledTarget, args: str) -> str:
 
 
 def _imports(target: CompiledTarget, needs_backend: bool = True) -> list[str]:
-    """The script's imports, and for refbackend its runtime: torch-mlir ships
-    the refback passes and the MLIR ExecutionEngine but no Python driver for
-    them, so the one dlrm-fuzz runs (fuzz/refbackend.py, standard library and
-    torch-mlir only) is written into the script, verbatim but for its one
-    import of dlrm-fuzz (the stage wrapper, which the script's own replaces)."""
+    """The script's imports; for refbackend, its runtime from the file beside
+    it (see ``_refbackend_runtime``)."""
     if not needs_backend:
         return _IMPORTS_RUNTIME[:-2]
     if not isinstance(target, RefBackendTarget):
         return _IMPORTS_RUNTIME
+    return [*_IMPORTS_RUNTIME[:-2], "import runpy",
+            f"RefBackendModule = runpy.run_path({RUNTIME_FILE!r})['RefBackendModule']  "
+            "# torch-mlir's refback passes + MLIR ExecutionEngine, driven as dlrm-fuzz drives them"]
+
+
+# Beside a refbackend repro: torch-mlir ships the refback passes and the MLIR
+# ExecutionEngine but no Python driver for them.
+RUNTIME_FILE = "refbackend_runtime.py"
+
+
+def _refbackend_runtime() -> str:
+    """The driver dlrm-fuzz runs refbackend with (fuzz/refbackend.py:
+    standard library, numpy and torch-mlir only), verbatim but for its one
+    import of dlrm-fuzz, the stage wrapper, whose job the script's own
+    ``attempt`` does."""
     import inspect
 
     import fuzz.refbackend
 
     source = inspect.getsource(fuzz.refbackend)
-    source = source.replace("from __future__ import annotations\n", "")
     ours = "from fuzz.pipeline import StageFailure, run_stage\n"
-    assert ours in source, "fuzz/refbackend.py's imports changed: update repro._imports"
-    source = source.replace(ours, "class StageFailure(Exception):  # dlrm-fuzz's; only its probe raises it\n"
-                                  "    pass\n\n\ndef run_stage(stage, fn, capture_stderr=True):\n"
-                                  "    return fn()  # the script's attempt() is its stage boundary\n")
-    return [*_IMPORTS_RUNTIME[:-2], "", "# -- torch-mlir refbackend runtime (from dlrm-fuzz's fuzz/refbackend.py) --",
-            *source.strip().splitlines(), "# -- end of the refbackend runtime --", ""]
+    assert ours in source, "fuzz/refbackend.py's imports changed: update repro._refbackend_runtime"
+    return source.replace(ours, "\n\nclass StageFailure(Exception):  # dlrm-fuzz's; only the probe raises it\n"
+                                "    pass\n\n\ndef run_stage(stage, fn, capture_stderr=True):\n"
+                                "    return fn()  # the repro's attempt() is its stage boundary\n")
 
 
 def _vulkan_device_targets(target: IreeTarget) -> str:

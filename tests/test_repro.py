@@ -22,7 +22,8 @@ import pytest
 
 from fuzz.config import DLRMConfig
 from fuzz.corpus import CorpusEntry
-from fuzz.repro import ALLOWED_IMPORTS, Repro, fault_parts, repro_target, run_repro, write_repro
+from fuzz.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_parts, repro_target, run_repro,
+                        write_repro)
 from fuzz.sample import Batch, Sample
 from oracles.results import Stage
 from oracles.verdict import Verdict
@@ -77,6 +78,8 @@ def imported_modules(script: Path) -> set[str]:
 
 def assert_standalone(folder: Path) -> None:
     found = imported_modules(folder / "repro.py")
+    if (folder / RUNTIME_FILE).exists():  # a refbackend repro's runtime
+        found |= imported_modules(folder / RUNTIME_FILE)
     assert found <= ALLOWED_IMPORTS, found - ALLOWED_IMPORTS
     assert not any(n.split(".")[0] in ("fuzz", "strategies", "oracles", "tests") for n in found)
 
@@ -179,6 +182,7 @@ def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) 
     source = (tmp_path / "repro.py").read_text()
     compile(source, "repro.py", "exec")  # valid Python
     assert ("RefBackendModule(mlir)" in source) == (which == "refbackend")
+    assert (tmp_path / RUNTIME_FILE).exists() == (which == "refbackend")
     assert repro.lines == len((tmp_path / "repro.py").read_text().splitlines())
     if which in ("int32", "refbackend"):  # a lowering failure, or refbackend, needs no IREE
         assert not any(n.startswith("iree") for n in imported_modules(tmp_path / "repro.py"))
@@ -421,6 +425,8 @@ def test_a_refbackend_only_wrong_answer_gets_a_refbackend_repro_that_exits_1(
                        "refbackend", ("refbackend",), culprit=culprit)
     repro = write_repro(tmp_path, entry, timeout_s=300)
     assert (repro.kind, repro.target) == (form, "refbackend")
+    assert "class RefBackendModule" not in (tmp_path / "repro.py").read_text()  # it lies beside it
+    assert "class RefBackendModule" in (tmp_path / RUNTIME_FILE).read_text()
     assert "elements off tolerance" in repro.output
     assert not any(n.startswith("iree") for n in imported_modules(tmp_path / "repro.py"))
     assert_reproduces(repro, tmp_path, signature, no_fuzz_python)
