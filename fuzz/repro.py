@@ -7,16 +7,24 @@ interpreter. The script imports only torch, torch_mlir, iree.compiler,
 iree.runtime and numpy (and the standard library), runs the same stages with
 the exact flags and device description the target used, prints
 ``signature: <signature>`` only when it observes the fault, and exits 1 while
-the bug is present, 0 once it is fixed, 2 when it cannot run (no device, or a
-different error, which it prints). It takes the smallest honest form: for a
-MISMATCH localized to one op, a single-op module fed that op's real inputs
-(captured from the eager run of the stored sample) and judged against the
-same op in float64; otherwise, or when that form does not reproduce, the
-shrunk DLRM written out as plain PyTorch, generated from the exported ATen
-graph, with its weights in ``params.npz``. A repro that does not fail is
-never passed off as one: the returned ``Repro.status`` says so, for the case
-to record. It runs in a worker process (torch available); failures of the
-toolchain never raise, only bugs of ours do.
+the bug is present, 0 once it is fixed, 2 when it cannot run (no device, a
+different error, or any exception it did not expect: never a traceback's
+exit 1, which a script checking a fix by exit status would read as the bug).
+It takes the smallest honest form: for a MISMATCH localized to one op, a
+single-op module fed that op's real inputs (captured from the eager run of
+the stored sample) and judged against the same op in float64 (a float64
+twin that computes the dtypes the op names in float64; bfloat16 operands
+enter as float32 and are cast inside); for an EXPORT_ERROR, the one op of
+the model whose own ``torch.export`` fails with the same bucket key (torch
+and numpy only); otherwise, or when that form does not reproduce, the shrunk
+DLRM written out as plain PyTorch, generated from the exported ATen graph,
+with its weights in ``params.npz``. Compile and run go through IREE, or,
+for a bug of torch-mlir's refbackend or one no IREE target showed, through
+refbackend itself (its runtime in ``refbackend_runtime.py`` beside the
+script). A repro that does not fail is never passed off as one: the returned
+``Repro.status`` says so, for the case to record. It runs in a worker
+process (torch available); failures of the toolchain never raise, only bugs
+of ours do.
 """
 
 from __future__ import annotations

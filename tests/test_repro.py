@@ -1,12 +1,15 @@
 """Standalone reproducers: ``repro.py`` fails the same way the stored case did,
 passes once the bug is absent, and needs nothing of dlrm-fuzz.
 
-Unit tier: target choice, fault words, and the imports of generated scripts
-(written unchecked; no compiler runs). Pipeline tier (``-m pipeline``): the
-known bugs of torch 2.13 / torch-mlir 20261001 / IREE 3.13 (weighted pooling
-miscompiled, int32 indices failing to lower, an empty index table failing on
-Vulkan with dynamic shapes) reproduce through ``python -I repro.py``, and a
-case whose bug is absent gives a repro that exits 0.
+Unit tier: target choice, fault words, the imports of generated scripts
+(written unchecked; no compiler runs), and exit 2 for an exception a script
+did not expect. Pipeline tier (``-m pipeline``): the known bugs of torch 2.13
+/ torch-mlir 20261001 / IREE 3.13 (weighted pooling miscompiled, also on
+refbackend alone; int32 indices failing to lower; an empty index table
+failing on Vulkan with dynamic shapes; export failing on a 4-bit bag op and
+a qint8 MLP) reproduce, and a case whose bug is absent (or a low-precision
+op IREE computes right) gives a repro that exits 0. Every script runs in an
+interpreter where ``import fuzz`` fails.
 """
 
 from __future__ import annotations
