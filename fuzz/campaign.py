@@ -38,7 +38,7 @@ from strategies.draw import ROUND, each_sample
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
            "ShrinkRecord", "run_campaign", "dispatch_order", "leaders", "PHASES"]
 
-PHASES = ("replay", "generate", "shrink", "report")
+PHASES = ("replay", "generate", "finish")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
 
@@ -60,8 +60,13 @@ class CampaignOptions:
     cache_mb: int = 2048
     replay: bool = True
     shrink: bool = True
-    # Per new bucket; the shrink phase as a whole takes at most a third of the budget.
+    # Per new bucket and turn. Shrinking runs beside generation, inside the
+    # budget, taking at most ``shrink_share`` of the time generation has run.
     shrink_budget_s: float = 60.0
+    shrink_share: float = 0.4
+    # After the budget: the longest the campaign waits for the bug reports
+    # still in flight (a bucket without one is counted unconfirmed).
+    finish_s: float = 60.0
     # Write and check repro.py, tool files and REPORT.md for new / shrunk buckets.
     report: bool = True
     # Send a sample to fewer targets where they keep landing in known buckets.
@@ -132,6 +137,8 @@ class CampaignReport:
     first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
     busy_s: float = 0.0  # seconds workers spent on jobs
     workers: int = 0
+    # Wall seconds of the generate phase spent shrinking (inside the budget).
+    shrink_s: float = 0.0
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -155,7 +162,32 @@ class CampaignReport:
                 "confirm_runs": self.confirm_runs, "unscheduled": self.unscheduled,
                 "busy_fraction": round(self.busy_fraction, 3),
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
-                "first_found_s": dict(self.first_found_s)}
+                "first_found_s": dict(self.first_found_s),
+                "shrink_s": round(self.shrink_s, 2),
+                "actionable": self._actionable_summary()}
+
+    def _actionable_summary(self) -> dict[str, object]:
+        ready, unconfirmed = self.actionable()
+        return {"ready": len(ready), "buckets": len(self.new_buckets),
+                "unconfirmed": dict(unconfirmed)}
+
+    def actionable(self) -> tuple[list[str], dict[str, str]]:
+        """This campaign's new buckets that are bug reports (shrunk to a
+        fixpoint, repro reproduces), and every other one with why not."""
+        shrinks = {r.bucket: r.record for r in self.shrinks}
+        ready: list[str] = []
+        unconfirmed: dict[str, str] = {}
+        for finding in self.new_buckets:
+            record = shrinks.get(finding.bucket, {"skipped": "not shrunk"})
+            repro = self.repro_status.get(finding.bucket, "no report")
+            if "skipped" in record or record.get("stopped") != "fixpoint":
+                why = str(record.get("skipped") or f"shrinking stopped on {record.get('stopped')}")
+                unconfirmed[finding.bucket] = f"not minimal: {why}"
+            elif repro != "reproduces":
+                unconfirmed[finding.bucket] = f"repro: {repro}"[:200]
+            else:
+                ready.append(finding.bucket)
+        return ready, unconfirmed
 
     @property
     def busy_fraction(self) -> float:
@@ -258,8 +290,6 @@ class Campaign:
         self.known = {entry.bucket for entry in stored}
         self._sizes: dict[str, tuple[int, ...]] = {}
         self.unshrunk: list[str] = []
-        # Known buckets whose stored case a smaller generated one replaced.
-        self.replaced: list[str] = []
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
@@ -274,6 +304,14 @@ class Campaign:
         self._flights: list[_InFlight] = []
         self._phase_name = "start"
         self.scheduler = Scheduler(seed=options.seed) if options.schedule else None
+        # Bug reports in flight (ticket -> bucket), and buckets whose case
+        # changed while theirs ran (their report is written again).
+        self._reports: dict[int, str] = {}
+        self._stale_reports: set[str] = set()
+        self._shrink_turns: dict[str, int] = {}
+        self._needs_report: set[str] = set()  # new or replaced cases without their report
+        self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
+        self._generating_since = 0.0
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
@@ -292,10 +330,8 @@ class Campaign:
                         if options.replay:
                             self._phase("replay", self._replay)
                         self._phase("generate", lambda: self._generate(deadline))
-                        if options.shrink:
-                            self._phase("shrink", lambda: self._shrink(deadline))
-                        if options.report:
-                            self._phase("report", self._write_reports)
+                        self._phase("finish", lambda: self._finish(
+                            time.monotonic() + options.finish_s))
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
                         # never its summary of what was found so far.
@@ -351,10 +387,16 @@ class Campaign:
         for entry in self.stored:
             record = self._replay_one(entry)
             self.report.replays.append(record)
-            # A case stored without shrinking (--no-shrink, an older dlrm-fuzz)
-            # gets its turn in this campaign's shrink phase.
-            if record.status == "still-failing" and entry.shrink is None:
+            # A case that is not yet a bug report (shrinking cut short or never
+            # run; a repro that does not reproduce) gets another turn here.
+            if record.status != "still-failing":
+                continue
+            if (entry.shrink or {}).get("stopped") != "fixpoint":
                 self.unshrunk.append(entry.bucket)
+            if entry.repro_status != "reproduces":
+                self._needs_report.add(entry.bucket)
+                if entry.bucket not in self.unshrunk:
+                    self._ready_for_report(entry.bucket)
 
     def _replay_one(self, entry: CorpusEntry) -> ReplayRecord:
         began = time.monotonic()
@@ -426,22 +468,13 @@ class Campaign:
         return []
 
     # -- generate -----------------------------------------------------------------
-    def _generate_deadline(self, deadline: float) -> float:
-        """Stop generating early enough to shrink what was found, but never
-        give shrinking more than a third of the budget."""
-        if not self.options.shrink:
-            return deadline
-        reserve = min(self.options.budget_s / 3,
-                      len(self.unshrunk) * self.options.shrink_budget_s)
-        return deadline - reserve
-
     def _generate(self, deadline: float) -> None:
         options = self.options
-        if options.max_samples == 0:  # replay and shrink only
-            return
+
+        self._generating_since = time.monotonic()
 
         def check(sample: Sample) -> None:
-            if time.monotonic() >= self._generate_deadline(deadline):
+            if time.monotonic() >= deadline:
                 raise _BudgetSpent
             self.report.samples += 1
             if options.inline_weights:
@@ -463,15 +496,21 @@ class Campaign:
                     self._drain()
             while self.pool.runnable > self.pool.slots:
                 self._drain()
+            self._bug_work(deadline)
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
 
-        try:  # rounds of Hypothesis runs: strategies/draw.py says why
-            each_sample(options.seed, check, round_size=min(ROUND, options.max_samples or ROUND))
-        except _BudgetSpent:
-            pass
+        if options.max_samples != 0:
+            try:  # rounds of Hypothesis runs: strategies/draw.py says why
+                each_sample(options.seed, check,
+                            round_size=min(ROUND, options.max_samples or ROUND))
+            except _BudgetSpent:
+                pass
         while self._flights:  # what is in flight when the budget ends is still checked
             self._drain()
+        # A campaign of replay and shrinking only (or one that found its bugs
+        # late) spends what is left of the budget on the buckets.
+        self._bug_work(deadline, share=None)
 
     # -- samples in flight ----------------------------------------------------------
     def _submit(self, sample: Sample, targets: list[Target], index: int | None) -> _InFlight:
@@ -498,9 +537,12 @@ class Campaign:
             self._flights.append(flight)
         return flight
 
-    def _take_answers(self) -> None:
+    def _take_answers(self, timeout: float | None = None) -> None:
         assert self.pool is not None
-        for ticket, answer in self.pool.completed():
+        for ticket, answer in self.pool.completed(timeout):
+            if ticket in self._reports:
+                self._report_answered(self._reports.pop(ticket), answer)
+                continue
             flight, position = self._open.pop(ticket)
             flight.answers[position] = answer
             flight.left -= 1
@@ -641,16 +683,21 @@ class Campaign:
                 if size < self._stored_size(finding.bucket) and \
                         corpus.replace_if_smaller(root, entry, size_key):
                     self._sizes[finding.bucket] = size
-                    # The new case's repro, tool files and REPORT.md are the report phase's.
-                    if finding.bucket not in self.replaced:
-                        self.replaced.append(finding.bucket)
+                    # The new case needs its own repro, tool files and REPORT.md.
+                    self._needs_report.add(finding.bucket)
+                    if finding.bucket not in self.unshrunk:
+                        self._ready_for_report(finding.bucket)
                 return
             path = corpus.save(root, entry)
             self.known.add(finding.bucket)
             finding.new = path is not None
             if finding.new:
                 self._sizes[finding.bucket] = size_key(sample)
-                self.unshrunk.append(finding.bucket)
+                self._needs_report.add(finding.bucket)
+                if self.options.shrink:
+                    self.unshrunk.append(finding.bucket)
+                else:
+                    self._ready_for_report(finding.bucket)
 
     def _stored_size(self, bucket: str) -> tuple[int, ...]:
         from fuzz.edits import size_key
@@ -663,51 +710,106 @@ class Campaign:
                 self._sizes[bucket] = ()  # junk: never replaced by us
         return self._sizes[bucket]
 
-    # -- report -------------------------------------------------------------------
-    def _write_reports(self) -> None:
-        """repro.py, tool files and REPORT.md for every bucket this campaign
-        stored or replaced, in parallel (one worker job per bucket)."""
-        from fuzz.bugreport import BugReportJob, file_bug_report
-
-        assert self.pool is not None
-        root = self.options.corpus_dir
-        buckets = [f.bucket for f in self.report.new_buckets]
-        buckets += [s.bucket for s in self.report.shrinks if s.replaced and s.bucket not in buckets]
-        buckets += [bucket for bucket in self.replaced if bucket not in buckets]
-        jobs = [BugReportJob(str(root / bucket), self.options.table) for bucket in buckets]
-        for bucket, answer in zip(buckets, self.pool.run(jobs, faults=True) if jobs else []):
-            if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
-                last = answer.traceback.strip().splitlines()[-1]
-                self.report.harness_errors.append(f"report of {bucket}: {last}")
-                answer = f"bug in dlrm-fuzz: {last}"
-            with deferred():
-                self.report.repro_status[bucket] = file_bug_report(root, bucket, answer)
-
-    # -- shrink -------------------------------------------------------------------
-    def _shrink(self, deadline: float) -> None:
-        """Each new bucket in turn, within its share of the time left; then,
-        with what the quick ones did not use, carry on with those the budget
-        cut short (from their stored, already smaller case)."""
-        cut_short: list[str] = []
-        while self.unshrunk:
-            left = deadline - time.monotonic()
-            budget = min(self.options.shrink_budget_s, left / len(self.unshrunk))
+    # -- bug work: shrinking and reports beside generation ------------------------
+    def _bug_work(self, deadline: float, share: float | None = -1.0) -> None:
+        """Turn new buckets into bug reports while the campaign goes on: shrink
+        the oldest unshrunk bucket (one turn of at most ``shrink_budget_s``)
+        while shrinking has used less than ``share`` of the time generation
+        has run (None: any time left before ``deadline``), then queue its
+        report as a pool job beside the generated samples' jobs. A user who
+        stops at any time has the smallest cases so far, most of them filed."""
+        share = self.options.shrink_share if share == -1.0 else share
+        self._queue_reports()
+        while self.options.shrink and self.unshrunk:
+            now = time.monotonic()
+            left = deadline - now
+            if left < _MIN_SHRINK_S or (
+                    share is not None and self.report.shrink_s > share * (now - self._generating_since)):
+                return
             bucket = self.unshrunk.pop(0)
-            if budget < _MIN_SHRINK_S:
-                self.report.shrinks.append(ShrinkRecord(bucket, "", {
-                    "skipped": f"{max(left, 0):.0f}s of budget left"}, False))
+            record = self._shrink_one(bucket, min(self.options.shrink_budget_s, left))
+            self.report.shrink_s += time.monotonic() - now
+            self._note_shrink(record)
+            turns = self._shrink_turns[bucket] = self._shrink_turns.get(bucket, 0) + 1
+            if record.record.get("stopped") == "budget" and turns < 2:
+                self.unshrunk.append(bucket)  # one more turn, after the others had theirs
                 continue
-            record = self._shrink_one(bucket, budget)
-            self.report.shrinks.append(record)
-            if record.record.get("stopped") == "budget":
-                cut_short.append(bucket)
-        while cut_short and deadline - time.monotonic() >= _MIN_SHRINK_S:
-            bucket = cut_short.pop(0)
-            record = self._shrink_one(bucket, (deadline - time.monotonic()) / (len(cut_short) + 1))
-            # The first pass may have swapped the case in already.
-            earlier = any(r.replaced for r in self.report.shrinks if r.bucket == bucket)
-            record = dataclasses.replace(record, replaced=record.replaced or earlier)
-            self.report.shrinks = [r for r in self.report.shrinks if r.bucket != bucket] + [record]
+            if record.replaced:
+                self._needs_report.add(bucket)
+            self._ready_for_report(bucket)
+            self._queue_reports()
+
+    def _note_shrink(self, record: ShrinkRecord) -> None:
+        """One row per bucket in the report: a later turn continues the first."""
+        earlier = [r for r in self.report.shrinks if r.bucket == record.bucket]
+        if earlier and "skipped" not in record.record:
+            record = dataclasses.replace(record, replaced=record.replaced
+                                         or any(r.replaced for r in earlier))
+        elif earlier:
+            return
+        self.report.shrinks = [r for r in self.report.shrinks if r.bucket != record.bucket] \
+            + [record]
+
+    def _ready_for_report(self, bucket: str) -> None:
+        if bucket in self._needs_report and bucket not in self._to_report:
+            self._to_report.append(bucket)
+
+    def _queue_reports(self) -> None:
+        """Submit the report jobs of buckets whose case is final for now; a
+        bucket whose report is running gets another once it is in."""
+        from fuzz.bugreport import BugReportJob
+
+        if not self.options.report:
+            self._to_report.clear()
+            return
+        assert self.pool is not None
+        running = set(self._reports.values())
+        for bucket in self._to_report:
+            if bucket in running:
+                self._stale_reports.add(bucket)
+                continue
+            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table)
+            self._reports[self.pool.submit(job)] = bucket
+        self._to_report.clear()
+
+    def _report_answered(self, bucket: str, answer: Any) -> None:
+        from fuzz.bugreport import file_bug_report
+
+        if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
+            last = answer.traceback.strip().splitlines()[-1]
+            self.report.harness_errors.append(f"report of {bucket}: {last}")
+            answer = f"bug in dlrm-fuzz: {last}"
+        with deferred():
+            self.report.repro_status[bucket] = file_bug_report(self.options.corpus_dir, bucket,
+                                                               answer)
+        self._needs_report.discard(bucket)
+        if bucket in self._stale_reports:  # its case changed while the report ran
+            self._stale_reports.discard(bucket)
+            self._needs_report.add(bucket)
+            self._ready_for_report(bucket)
+            self._queue_reports()
+
+    def _finish(self, until: float) -> None:
+        """After the budget: buckets still waiting for shrinking are reported
+        as they are (the next campaign's replay shrinks them), and the reports
+        in flight are waited for until ``until``; a bucket whose report is not
+        in by then is unconfirmed (summary), never presented as ready."""
+        for bucket in self.unshrunk:
+            self._note_shrink(ShrinkRecord(bucket, "", {"skipped": "budget spent"}, False))
+            self._ready_for_report(bucket)
+        self.unshrunk.clear()
+        for bucket in sorted(self._needs_report):
+            self._ready_for_report(bucket)
+        self._queue_reports()
+        while self._reports and time.monotonic() < until:
+            self._take_answers(timeout=max(0.0, until - time.monotonic()))
+        for bucket in self._reports.values():
+            self.report.repro_status[bucket] = "not written: the campaign ended first"
+
+    def _write_reports(self) -> None:
+        """Every pending report now, waiting for all (a caller outside a
+        campaign's phases: tests, the repro of a replaced case)."""
+        self._finish(until=float("inf"))
 
     def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         from fuzz.edits import size_key

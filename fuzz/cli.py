@@ -435,7 +435,16 @@ def _summary(console: Console, report: CampaignReport) -> None:
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(report.stage_seconds.items()))
     _row(head, "time in stages", stages or "-")
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
+    if report.shrink_s:
+        phases += f" (of which shrinking {report.shrink_s:.1f}s)"
     _row(head, "time in phases", phases or "-")
+    ready, unconfirmed = report.actionable()
+    if report.new_buckets:
+        line = f"{len(ready)}/{len(report.new_buckets)} new buckets shrunk and reproducing"
+        if unconfirmed:
+            line += "; unconfirmed: " + "; ".join(f"{bucket} ({why})"
+                                                  for bucket, why in unconfirmed.items())
+        _row(head, "actionable", line)
     _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
     if report.draws_checked:
         _row(head, "extra weight draws", f"{report.draws_checked} checked on their sample's "

@@ -182,15 +182,15 @@ def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypa
     from fuzz.campaign import Campaign
     from fuzz.workers import HarnessError
 
-    def broken(self) -> None:  # type: ignore[no-untyped-def]
+    def broken(self, until: float) -> None:  # type: ignore[no-untyped-def]
         raise HarnessError("bug in dlrm-fuzz while running report:x:\nTraceback\nIndexError: boom")
 
-    monkeypatch.setattr(Campaign, "_write_reports", broken)
+    monkeypatch.setattr(Campaign, "_finish", broken)
     report = run_campaign(CampaignOptions(budget_s=600, seed=1, corpus_dir=tmp_path / "c",
                                           targets=("fake-raise",), workers=2, max_samples=1,
                                           shrink=False, replay=False))
     assert report.samples == 1 and len(report.new_buckets) == 1
-    assert report.harness_errors == ["report phase stopped: bug in dlrm-fuzz while running "
+    assert report.harness_errors == ["finish phase stopped: bug in dlrm-fuzz while running "
                                      "report:x: ... IndexError: boom"]
     assert report.summary()["harness_errors"] == report.harness_errors
 
