@@ -45,9 +45,18 @@ def default_cache_dir() -> Path:
     return Path(base)
 
 
+# What a cached value means changes with dlrm-fuzz itself, not only with the
+# toolchain: bump this when a stored Failure or program would read differently
+# (2: a failure in torch-mlir's shared prefix carries ``Failure.owner``; a
+# cache written before would file it under the output type's bucket again).
+CACHE_FORMAT = 2
+
+
 def cache_key(*parts: Any) -> str:
-    """A hex key over JSON-able parts (strings, numbers, lists, dicts)."""
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    """A hex key over JSON-able parts (strings, numbers, lists, dicts) and
+    ``CACHE_FORMAT``."""
+    blob = json.dumps((CACHE_FORMAT, *parts), sort_keys=True, separators=(",", ":"),
+                      default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from fuzz import corpus
 from fuzz.coverage import Coverage
 from fuzz.corpus import CorpusEntry
@@ -41,6 +43,13 @@ __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRe
 PHASES = ("replay", "generate", "finish")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
+# One bucket's turn at shrinking: short, so that one slow wrong answer does not
+# hold up a queue of lowering failures that shrink in seconds each.
+_SHRINK_TURN_S = 20.0
+# Cheapest to shrink first (the verdict part of a bucket id).
+_SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR",
+                 "LOWERING_ERROR", "COMPILE_ERROR", "RUNTIME_ERROR", "CRASH", "TIMEOUT",
+                 "MISMATCH")
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ class CampaignReport:
     # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
     allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
     confirm_runs: int = 0  # partially scheduled samples re-run on every target
+    confirm_reruns: int = 0  # new wrong answers run again before they were stored
     unscheduled: int = 0  # samples the scheduler sent to no target (counted in ``samples``)
     draws_checked: int = 0  # extra weight draws judged (no compile of their own)
     draws_reseeded: int = 0  # failing draws re-run as samples of their own
@@ -308,7 +318,7 @@ class Campaign:
         # changed while theirs ran (their report is written again).
         self._reports: dict[int, str] = {}
         self._stale_reports: set[str] = set()
-        self._shrink_turns: dict[str, int] = {}
+        self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
         self._needs_report: set[str] = set()  # new or replaced cases without their report
         self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
         self._generating_since = 0.0
@@ -617,6 +627,9 @@ class Campaign:
         known_before = set(self.known)
         self.report.coverage.add(sample, outcomes)
         self._count(results, outcomes)
+        findings = [self._confirmed(f, sample)
+                    if f.verdict is Verdict.MISMATCH and f.bucket not in self.known else f
+                    for f in findings]
         for finding in findings:
             finding.sample_index = flight.index if flight.index is not None else self.report.samples
             self.report.first_found_s.setdefault(finding.bucket,
@@ -629,6 +642,34 @@ class Campaign:
             self.scheduler.record(sample, ordered, {name: f.bucket for f in findings
                                                     for name in f.targets}, known_before)
         return findings
+
+    def _confirmed(self, finding: Finding, sample: Sample) -> Finding:
+        """A new wrong answer runs again (same program, from the artifact
+        cache where there is one) before it is stored: one that does not
+        recur with the same numbers is nondeterministic, filed as FLAKY with
+        the spread of outputs seen, never as a plain MISMATCH."""
+        from oracles.blame import same_wrong_answer
+        from oracles.signature import bucket_for, flaky_key
+
+        target = self._target(finding.target)
+        assert target is not None and self.pool is not None
+        (again,) = self.pool.run([(target, sample)], faults=True)
+        self.report.confirm_reruns += 1
+        outputs = getattr(again, "outputs", None)
+        if getattr(again, "failure", None) is not None or outputs is None or \
+                same_wrong_answer(finding.result.outputs, outputs):
+            return finding
+        spread = max((float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                      for a, b in zip(finding.result.outputs, outputs)
+                      if a is not None and b is not None and np.shape(a) == np.shape(b)),
+                     default=float("nan"))
+        key = flaky_key(finding.owner, finding.culprit or "unlocalized")
+        numbers = dict(finding.outcome.numbers, runs=2, spread=spread)
+        outcome = dataclasses.replace(finding.outcome, verdict=Verdict.FLAKY, numbers=numbers,
+                                      detail=f"two runs of one program disagreed by up to "
+                                             f"{spread:.6g}\n{finding.outcome.detail}")
+        return dataclasses.replace(finding, verdict=Verdict.FLAKY, key=key, outcome=outcome,
+                                   bucket=bucket_for(Verdict.FLAKY, key))
 
     def _check_draws(self, flight: _InFlight, reference: Any, eager: Any,
                      results: dict[str, Any], outcomes: dict[str, Any]) -> None:
@@ -726,18 +767,36 @@ class Campaign:
             if left < _MIN_SHRINK_S or (
                     share is not None and self.report.shrink_s > share * (now - self._generating_since)):
                 return
-            bucket = self.unshrunk.pop(0)
-            record = self._shrink_one(bucket, min(self.options.shrink_budget_s, left))
-            self.report.shrink_s += time.monotonic() - now
+            bucket = self._next_to_shrink()
+            spent = self._shrink_spent.get(bucket, 0.0)
+            turn = min(_SHRINK_TURN_S, self.options.shrink_budget_s - spent, left)
+            record = self._shrink_one(bucket, turn)
+            took = time.monotonic() - now
+            self.report.shrink_s += took
+            self._shrink_spent[bucket] = spent + took
             self._note_shrink(record)
-            turns = self._shrink_turns[bucket] = self._shrink_turns.get(bucket, 0) + 1
-            if record.record.get("stopped") == "budget" and turns < 2:
-                self.unshrunk.append(bucket)  # one more turn, after the others had theirs
+            if record.record.get("stopped") == "budget" and \
+                    self._shrink_spent[bucket] + _MIN_SHRINK_S < self.options.shrink_budget_s:
+                self.unshrunk.append(bucket)  # another turn, after the others had theirs
                 continue
             if record.replaced:
                 self._needs_report.add(bucket)
             self._ready_for_report(bucket)
             self._queue_reports()
+
+    def _next_to_shrink(self) -> str:
+        """The unshrunk bucket to shrink next: fewest turns first, then the
+        cheapest verdicts (an export or lowering failure shrinks in seconds, a
+        wrong answer compiles and localizes at every step), oldest first."""
+        def cost(item: tuple[int, str]) -> tuple[int, int, int]:
+            position, bucket = item
+            verdict = bucket.split("-", 1)[0].upper()
+            rank = _SHRINK_ORDER.index(verdict) if verdict in _SHRINK_ORDER else len(_SHRINK_ORDER)
+            return (self._shrink_spent.get(bucket, 0.0) > 0, rank, position)
+
+        _, bucket = min(enumerate(self.unshrunk), key=cost)
+        self.unshrunk.remove(bucket)
+        return bucket
 
     def _note_shrink(self, record: ShrinkRecord) -> None:
         """One row per bucket in the report: a later turn continues the first."""

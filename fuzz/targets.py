@@ -443,7 +443,8 @@ class FakeTarget(Target):
 
     ``behaviour`` is one of segfault, abort, hang, oom, raise, ok; it acts at
     compile time, when real compilers usually die. When it survives, it
-    answers like eager PyTorch, so "ok" really is a healthy target.
+    answers like eager PyTorch, so "ok" really is a healthy target; "flaky"
+    answers eager's output plus a different offset on every call.
     """
 
     behaviour: str = "ok"
@@ -473,7 +474,13 @@ class FakeTarget(Target):
             raise StageFailure("compile", "FakeCompilerError", "fake-raise: error: deliberate failure")
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        return _HEALTHY.run(artifact, inputs, timer)
+        answer = _HEALTHY.run(artifact, inputs, timer)
+        if self.behaviour == "flaky":
+            # Nondeterministic on purpose (a race in a runtime, uninitialized
+            # memory): a different wrong answer on every call.
+            noise = 0.25 + float(np.frombuffer(os.urandom(8), np.uint64)[0] % 1000) / 1000
+            return [answer[0] + np.float32(noise), *answer[1:]]
+        return answer
 
 
 @dataclass(frozen=True)
@@ -596,7 +603,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 # Engine-test targets: never in a default run, only when named.
 FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
     *(FakeTarget(f"fake-{b}", f"FAKE target for engine tests: {b}", behaviour=b)
-      for b in ("segfault", "abort", "hang", "oom", "raise", "ok")),
+      for b in ("segfault", "abort", "hang", "oom", "raise", "ok", "flaky")),
     *(FakeWrongOpTarget(f"fake-wrong-{short}", f"FAKE target for engine tests: eager, but "
                         f"{op} answers +0.5 (localization must name it)", op=op)
       for short, op in (("bmm", "aten.bmm.default"), ("relu", "aten.relu.default"),

@@ -33,7 +33,7 @@ from oracles.normalize import normalize_error
 from oracles.verdict import Outcome, Verdict
 
 __all__ = ["KEY_VERSION", "signature_key", "error_key", "mismatch_key", "bucket_for",
-           "normalize_error", "key_owner", "upgrade_key"]
+           "normalize_error", "key_owner", "upgrade_key", "flaky_key"]
 
 KEY_VERSION = 4
 
@@ -63,6 +63,12 @@ def upgrade_key(key: str) -> str:
 
 def mismatch_key(owner: str, culprit: str) -> str:
     return f"{Verdict.MISMATCH.value}|{owner}|{culprit}"
+
+
+def flaky_key(owner: str, culprit: str) -> str:
+    """A wrong answer that changed when the same program ran again: its own
+    bucket, apart from the deterministic MISMATCH of the same culprit."""
+    return f"{Verdict.FLAKY.value}|{owner}|{culprit}"
 
 
 def signature_key(outcome: Outcome, owner: str, culprit: str | None = None) -> str:

@@ -30,6 +30,9 @@ class Verdict(str, enum.Enum):
     RUNTIME_ERROR = "RUNTIME_ERROR"
     CRASH = "CRASH"
     TIMEOUT = "TIMEOUT"
+    # A wrong answer that did not recur when the same program ran again:
+    # nondeterministic (filed apart from MISMATCH, with the spread seen).
+    FLAKY = "FLAKY"
 
     @property
     def is_failure(self) -> bool:

@@ -292,3 +292,24 @@ def test_new_buckets_are_shrunk_and_reported_while_generation_goes_on(tmp_path: 
     assert ready == [] and unconfirmed == {finding.bucket: "repro: not written: FAKE target"}
     assert report.summary()["actionable"] == {"ready": 0, "buckets": 1,
                                               "unconfirmed": unconfirmed}
+
+
+def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_path: Path) -> None:
+    """A nondeterministic fake (a different wrong answer on every call) is run
+    again before its bucket is stored and filed as FLAKY with the spread of
+    outputs seen; a deterministic wrong answer stays a MISMATCH."""
+    found = {}
+    for name in ("fake-flaky", "fake-wrong-relu"):
+        campaign = Campaign(CampaignOptions(targets=(name,), corpus_dir=tmp_path / name,
+                                            workers=1, replay=False, shrink=False,
+                                            report=False))
+        with campaign._pool() as pool:
+            campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+            (found[name],) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+        assert campaign.report.confirm_reruns == 1
+    flaky, wrong = found["fake-flaky"], found["fake-wrong-relu"]
+    assert flaky.verdict is Verdict.FLAKY and flaky.bucket.startswith("flaky-")
+    assert flaky.outcome.numbers["runs"] == 2 and flaky.outcome.numbers["spread"] > 0
+    entry = corpus.load_entry(tmp_path / "fake-flaky" / flaky.bucket)
+    assert entry.verdict is Verdict.FLAKY and "two runs of one program disagreed" in entry.detail
+    assert wrong.verdict is Verdict.MISMATCH and wrong.bucket.startswith("mismatch-")
