@@ -892,7 +892,12 @@ class Campaign:
                 "skipped": "the stored case does not fail on its target alone"}, False)
 
         def same_bucket(candidate: Sample) -> bool:
-            return triage.solo_key(target, candidate, method) == wanted
+            if entry.verdict in (Verdict.MISMATCH, Verdict.FLAKY):
+                return triage.solo_key(target, candidate, method) == wanted
+            # An error needs only the target's own job, and the references
+            # only for a candidate that kept the error.
+            return triage.solo_error_key(target, candidate) == wanted and \
+                triage.references_accept(candidate)
 
         result = shrink(entry.sample, same_bucket, budget_s)
         record = _merged(entry.shrink, result.to_dict())

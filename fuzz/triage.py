@@ -244,6 +244,29 @@ class Triage:
             return Verdict.PASS, None, None
         return outcome.verdict, outcome, got
 
+    def solo_error_key(self, target: Target, sample: Sample) -> str | None:
+        """The error key ``target`` alone gives ``sample``, from the target's
+        job only: what an error bucket's shrink step needs (an export or
+        lowering failure never compiles, a compile failure never runs, and the
+        references are not run). None when the target raised no error."""
+        from oracles import classify
+
+        (got,) = self._checked([(target, sample)])
+        if got.failure is None:
+            return None
+        verdict, line, op = classify(got.failure)
+        return error_key(verdict, stage_owner(target, got, Outcome(target.name, verdict,
+                                                                      got.failure.stage)),
+                         op, line)
+
+    def references_accept(self, sample: Sample) -> bool:
+        """Whether eager float64 and float32 both run ``sample``: a candidate
+        they reject is no one's bug (a shrink step keeps only samples they run)."""
+        from fuzz.targets import EAGER, REFERENCE, resolve_targets
+
+        answers = self._checked([(t, sample) for t in resolve_targets([REFERENCE, EAGER])])
+        return all(answer.failure is None for answer in answers)
+
     def solo_key(self, target: Target, sample: Sample, culprit_method: str | None) -> str | None:
         """The key ``target`` alone gives ``sample`` (no cross-target blame): what
         shrinking holds fixed. None when it passes. ``culprit_method`` ("op" or

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -224,9 +225,12 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
         """Runs (target, sample) jobs here; the target's job on a candidate
         with two tables "hits a bug of ours" the way the export guard did."""
 
+        calls: Counter[str] = Counter()
+
         def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]
             answers = []
             for target, sample in jobs:
+                self.calls[target.name] += 1
                 if target.name == "fake-raise" and sample.config.num_tables == 2:
                     assert faults, "a candidate's fault must not raise out of the pool"
                     answers.append(HarnessFault(target.name,
@@ -245,6 +249,11 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     record = campaign._shrink_one(found.bucket, budget_s=60)
     assert record.record["steps_rejected"] > 0
     assert "AssertionError: Guard failed" in record.record["rejections"][0]
+    # An error bucket's step runs the target's job alone, and the references
+    # only for a candidate that kept the error (plus the first and last check).
+    pool = campaign.pool
+    assert pool.calls["fake-raise"] == record.record["steps_tried"] + 2
+    assert pool.calls["eager-f64"] == pool.calls["eager"] == record.record["steps_accepted"] + 2
     # Every cut to two tables was rejected, so three stay; the rest still shrank.
     after = record.record["size_after"]
     assert record.replaced and after["tables"] == 3 and after["examples"] == 1
