@@ -126,9 +126,12 @@ def report_markdown(folder: Path, entry: CorpusEntry, repro: dict[str, Any] | No
     source = folder / "repro.py"
     if source.exists():
         status = (repro or {}).get("status", "not checked")
+        beside = _files_beside(folder)
         out += ["## Minimal program", "",
-                f"`python repro.py` (needs only torch, torch-mlir, IREE and numpy) exits 1 while "
-                f"the bug is present, 0 once it is fixed; checked when written: {status}.", "",
+                f"`python repro.py` (needs only {_repro_needs(repro or entry.repro)}"
+                + (f"; reads {', '.join(beside)} beside it" if beside else "")
+                + f") exits 1 while the bug is present, 0 once it is fixed, 2 when it cannot "
+                f"run; checked when written: {status}.", "",
                 "```python", source.read_text().rstrip(), "```", ""]
     if tools and tools.get("commands"):
         out += ["## Without Python", "",
@@ -141,6 +144,24 @@ def report_markdown(folder: Path, entry: CorpusEntry, repro: dict[str, Any] | No
     if excerpt:
         out += ["## MLIR excerpt", "", "```mlir", excerpt, "```", ""]
     return "\n".join(out)
+
+
+# Files a repro.py reads from its own folder (fuzz.repro writes them).
+_REPRO_INPUTS = ("arg*.npy", "const*.npy", "params.npz", "weights.npz", "refbackend_runtime.py")
+
+
+def _files_beside(folder: Path) -> list[str]:
+    return sorted({path.name for pattern in _REPRO_INPUTS for path in folder.glob(pattern)})
+
+
+def _repro_needs(repro: dict[str, Any]) -> str:
+    """What a repro of this kind imports: an export repro stops at torch, a
+    refbackend one never touches IREE."""
+    if repro.get("kind") == "export":
+        return "torch and numpy"
+    if repro.get("target", "").startswith("refbackend"):
+        return "torch, torch-mlir and numpy"
+    return "torch, torch-mlir, IREE and numpy"
 
 
 def _family(owner: str) -> str:

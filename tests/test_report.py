@@ -37,6 +37,21 @@ def _entries() -> list[CorpusEntry]:
     ]
 
 
+def test_report_says_what_each_repro_form_needs_and_reads(tmp_path: Path) -> None:
+    """An export repro needs torch alone, a refbackend one no IREE; the files a
+    script loads from its folder are named (a maintainer attaches them)."""
+    mismatch, _, export = _entries()
+    (tmp_path / "repro.py").write_text("print('hi')\n")
+    export_text = report_markdown(tmp_path, export, {"status": "reproduces", "kind": "export"})
+    assert "(needs only torch and numpy)" in export_text and "2 when it cannot run" in export_text
+    for name in ("arg0.npy", "refbackend_runtime.py", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    ref_text = report_markdown(tmp_path, mismatch, {"status": "reproduces", "kind": "single-op",
+                                                    "target": "refbackend"})
+    assert "(needs only torch, torch-mlir and numpy; reads arg0.npy, refbackend_runtime.py " \
+        "beside it)" in ref_text
+
+
 def test_upstream_project_and_component_follow_the_owner() -> None:
     mismatch, vulkan, export = _entries()
     assert upstream_of(mismatch).repository == "llvm/torch-mlir"
