@@ -43,6 +43,8 @@ __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRe
 PHASES = ("replay", "generate", "finish")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
+# The finish phase waits at least this long for the reports in flight.
+_LAST_WAIT_S = 10.0
 # One bucket's turn at shrinking: short, so that one slow wrong answer does not
 # hold up a queue of lowering failures that shrink in seconds each.
 _SHRINK_TURN_S = 20.0
@@ -340,8 +342,10 @@ class Campaign:
                         if options.replay:
                             self._phase("replay", self._replay)
                         self._phase("generate", lambda: self._generate(deadline))
+                        # The bound counts from the end of the budget: the
+                        # last samples in flight, checked after it, use it too.
                         self._phase("finish", lambda: self._finish(
-                            time.monotonic() + options.finish_s))
+                            max(deadline + options.finish_s, time.monotonic() + _LAST_WAIT_S)))
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
                         # never its summary of what was found so far.
@@ -872,7 +876,7 @@ class Campaign:
 
     def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         from fuzz.edits import size_key
-        from fuzz.shrink import shrink
+        from fuzz.shrink import StepRejected, shrink
 
         assert self.triage is not None
         triage = self.triage
@@ -892,14 +896,32 @@ class Campaign:
                 "skipped": "the stored case does not fail on its target alone"}, False)
 
         def same_bucket(candidate: Sample) -> bool:
-            if entry.verdict in (Verdict.MISMATCH, Verdict.FLAKY):
+            if not is_error:
                 return triage.solo_key(target, candidate, method) == wanted
             # An error needs only the target's own job, and the references
             # only for a candidate that kept the error.
             return triage.solo_error_key(target, candidate) == wanted and \
                 triage.references_accept(candidate)
 
-        result = shrink(entry.sample, same_bucket, budget_s)
+        def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
+            """Error candidates side by side, one worker each; only the first
+            that keeps the error is checked against the references (the
+            reducer takes the first that holds)."""
+            judged: list[bool | StepRejected] = []
+            for candidate, key in zip(candidates, triage.solo_error_keys(target, candidates)):
+                if isinstance(key, CandidateRejected) or key != wanted or True in judged:
+                    judged.append(key if isinstance(key, CandidateRejected) else False)
+                    continue
+                try:
+                    judged.append(triage.references_accept(candidate))
+                except CandidateRejected as rejected:
+                    judged.append(rejected)
+            return judged
+
+        is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
+        result = shrink(entry.sample, same_bucket, budget_s,
+                        many=same_bucket_many if is_error else None,
+                        width=max(1, getattr(self.pool, "slots", 1)))
         record = _merged(entry.shrink, result.to_dict())
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)

@@ -180,6 +180,7 @@ class RayPool(AnswerQueue):
         self._tickets = 0
         self._ready: list[tuple[int, Any]] = []
         self._after: dict[int, int] = {}
+        self._urgent: set[int] = set()
         self._queues: dict[bool, collections.deque[tuple[int, Job, int]]] = {
             False: collections.deque(), True: collections.deque()}
         self._actors: list[_Actor] = []
@@ -329,7 +330,8 @@ class RayPool(AnswerQueue):
         return (sum(map(len, self._queues.values())) + len(self._ready)
                 + sum(a.ticket is not None for a in self._actors) + len(self._here_tickets))
 
-    def submit(self, job: Job | tuple[Target, Any], after: int | None = None) -> int:
+    def submit(self, job: Job | tuple[Target, Any], after: int | None = None,
+               urgent: bool = False) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
         start it if an actor of its kind (GPU or not) is idle; ``after`` as in
         ``WorkerPool.submit``."""
@@ -339,7 +341,7 @@ class RayPool(AnswerQueue):
                 self._here = WorkerPool(1, self.timeout_s, self.memory_mb, self.preload,
                                         self.cache_dir, self.cache_mb)
             self._tickets += 1
-            self._here_tickets[self._here.submit(work)] = self._tickets
+            self._here_tickets[self._here.submit(work, urgent=urgent)] = self._tickets
             self.ran_here += 1
             return self._tickets
         target = _job_target(work)
@@ -348,7 +350,7 @@ class RayPool(AnswerQueue):
             assert target is not None
             check_gpu_workers([target], self.gpu_workers)
         self._tickets += 1
-        self._queues[gpu].append((self._tickets, work, 0))
+        self._enqueue(self._queues[gpu], (self._tickets, work, 0), urgent)
         self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets

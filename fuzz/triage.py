@@ -249,15 +249,30 @@ class Triage:
         job only: what an error bucket's shrink step needs (an export or
         lowering failure never compiles, a compile failure never runs, and the
         references are not run). None when the target raised no error."""
+        (key,) = self.solo_error_keys(target, [sample])
+        if isinstance(key, CandidateRejected):
+            raise key
+        return key
+
+    def solo_error_keys(self, target: Target, samples: list[Sample]
+                        ) -> list[str | None | CandidateRejected]:
+        """``solo_error_key`` of several samples side by side (one job each);
+        a sample whose job hit a bug of ours gets its ``CandidateRejected``."""
+        from fuzz.workers import HarnessFault
         from oracles import classify
 
-        (got,) = self._checked([(target, sample)])
-        if got.failure is None:
-            return None
-        verdict, line, op = classify(got.failure)
-        return error_key(verdict, stage_owner(target, got, Outcome(target.name, verdict,
-                                                                      got.failure.stage)),
-                         op, line)
+        keys: list[str | None | CandidateRejected] = []
+        for got in self.pool.run([(target, sample) for sample in samples], faults=True):
+            if isinstance(got, HarnessFault):
+                keys.append(CandidateRejected(f"{got.target}: "
+                                              f"{(got.traceback.strip().splitlines() or [''])[-1]}"))
+            elif got.failure is None:
+                keys.append(None)
+            else:
+                verdict, line, op = classify(got.failure)
+                outcome = Outcome(target.name, verdict, got.failure.stage)
+                keys.append(error_key(verdict, stage_owner(target, got, outcome), op, line))
+        return keys
 
     def references_accept(self, sample: Sample) -> bool:
         """Whether eager float64 and float32 both run ``sample``: a candidate

@@ -154,9 +154,25 @@ class AnswerQueue:
     _ready: list[tuple[int, Any]]
     # Queued ticket -> the ticket it waits for (``submit(after=...)``).
     _after: dict[int, int]
+    # Tickets submitted urgent (``run``); a few ints per blocking call.
+    _urgent: set[int]
 
-    def submit(self, job: Any, after: int | None = None) -> int:
+    def submit(self, job: Any, after: int | None = None, urgent: bool = False) -> int:
         raise NotImplementedError
+
+    def _enqueue(self, queue: "collections.deque[Any]", entry: Any, urgent: bool) -> None:
+        """Queue ``entry`` (its ticket first): an urgent one goes ahead of every
+        job that is not, after the urgent ones queued before it. A caller
+        blocked in ``run`` (a shrink step, a localization) then waits for its
+        own jobs, not for the generated samples' compiles queued before them."""
+        if not urgent:
+            queue.append(entry)
+            return
+        self._urgent.add(entry[0])
+        position = 0
+        while position < len(queue) and queue[position][0] in self._urgent:
+            position += 1
+        queue.insert(position, entry)
 
     @property
     def pending(self) -> int:
@@ -181,12 +197,15 @@ class AnswerQueue:
         if not queue:
             return None
         if not self._after:
-            return queue.popleft()
+            entry = queue.popleft()
+            self._urgent.discard(entry[0])
+            return entry
         unanswered = self._open_tickets()
         for position, entry in enumerate(queue):
             if self._after.get(entry[0]) not in unanswered:
                 del queue[position]
                 self._after.pop(entry[0], None)
+                self._urgent.discard(entry[0])
                 return entry
         return None
 
@@ -240,7 +259,7 @@ class AnswerQueue:
         TIMEOUT failure. A bug of ours in a job raises a HarnessError once all
         are in, or (``faults``) is that job's answer, a ``HarnessFault``, so
         independent jobs (one report per bucket) keep the others' answers."""
-        tickets = [self.submit(job) for job in jobs]
+        tickets = [self.submit(job, urgent=True) for job in jobs]
         wanted = set(tickets)
         answers: dict[int, Any] = {}
         others: list[tuple[int, Any]] = []  # other callers' jobs: kept for completed()
@@ -297,6 +316,7 @@ class WorkerPool(AnswerQueue):
         self._queue: collections.deque[tuple[int, Job]] = collections.deque()
         self._ready: list[tuple[int, Any]] = []
         self._after: dict[int, int] = {}
+        self._urgent: set[int] = set()
         self._workers: list[_Worker] = []
         try:
             for _ in range(size):
@@ -388,13 +408,16 @@ class WorkerPool(AnswerQueue):
         """Jobs submitted and not yet answered (queued or running)."""
         return len(self._queue) + len(self._ready) + sum(w.job is not None for w in self._workers)
 
-    def submit(self, job: Job | tuple[Target, Sample], after: int | None = None) -> int:
+    def submit(self, job: Job | tuple[Target, Sample], after: int | None = None,
+               urgent: bool = False) -> int:
         """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
         start it if a worker is idle; its answer comes back from
         :meth:`completed` under the returned ticket. ``after``: a ticket this
-        job should not start before (its answer is in), while other jobs can."""
+        job should not start before (its answer is in), while other jobs can;
+        ``urgent``: ahead of the queued jobs that are not."""
         self._tickets += 1
-        self._queue.append((self._tickets, ExecuteJob(*job) if isinstance(job, tuple) else job))
+        self._enqueue(self._queue, (self._tickets, ExecuteJob(*job) if isinstance(job, tuple)
+                                    else job), urgent)
         self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets

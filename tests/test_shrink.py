@@ -195,6 +195,33 @@ def test_a_rejected_candidate_costs_one_step_not_the_shrink() -> None:
     assert record["rejections"][0].startswith("Guard failed: batch >= 3")
 
 
+def test_side_by_side_candidates_reach_the_same_case_in_fewer_rounds() -> None:
+    """Judging two candidates at a time (one per worker) accepts the first
+    that still fails, as one at a time would: the same smallest case, in
+    fewer rounds; a candidate the batch rejects is counted like any other."""
+    rounds = 0
+
+    def many(batch: list[Sample]) -> list[bool | StepRejected]:
+        nonlocal rounds
+        rounds += 1
+        return [StepRejected("guard") if edits.sample_size(c)["examples"] == 2
+                else _weighted_bug(c) for c in batch]
+
+    def one(c: Sample) -> bool:
+        if edits.sample_size(c)["examples"] == 2:
+            raise StepRejected("guard")
+        return _weighted_bug(c)
+
+    alone = shrink(_big_sample(), one, budget_s=60)
+    paired = shrink(_big_sample(), one, budget_s=60, many=many, width=2)
+    assert edits.content_hash(paired.sample) == edits.content_hash(alone.sample)
+    assert paired.steps_accepted == alone.steps_accepted
+    assert paired.steps_tried >= alone.steps_tried and paired.steps_rejected > 0
+    assert rounds < alone.steps_tried
+    with pytest.raises(ValueError, match="width=0"):
+        shrink(_big_sample(), one, budget_s=60, many=many, width=0)
+
+
 def test_budget_and_max_steps_are_respected() -> None:
     def slow(s: Sample) -> bool:
         time.sleep(0.05)

@@ -172,3 +172,23 @@ def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) ->
         refusals["left"] = fuzz.workers._START_ATTEMPTS
         with pytest.raises(HarnessError, match="did not start"):
             workers.run([(segfault, tiny_sample())])
+
+
+def test_urgent_jobs_go_ahead_of_queued_ones_in_their_own_order() -> None:
+    """``run`` (a shrink step, a localization: a caller blocked on its own
+    jobs) queues them ahead of the generated samples' jobs already waiting,
+    in the order it gave them; other jobs keep theirs."""
+    import collections
+
+    from fuzz.workers import AnswerQueue
+
+    queue: collections.deque[tuple[int, str]] = collections.deque()
+    pool = AnswerQueue()
+    pool._urgent = set()
+    for ticket, urgent in ((1, False), (2, False), (3, True), (4, True), (5, False), (6, True)):
+        pool._enqueue(queue, (ticket, f"job{ticket}"), urgent)
+    assert [t for t, _ in queue] == [3, 4, 6, 1, 2, 5]
+    pool._after = {}
+    assert pool._take(queue) == (3, "job3") and 3 not in pool._urgent
+    pool._enqueue(queue, (7, "job7"), True)
+    assert [t for t, _ in queue] == [4, 6, 7, 1, 2, 5]
