@@ -120,6 +120,14 @@ def _toward(value: int, floor: int = 1) -> list[int]:
     return sorted({v for v in (floor, value // 2, value - 1) if floor <= v < value})
 
 
+def _unused_rows(s: Sample) -> Candidates:
+    """Every table cut to the rows its bags use: early, because a big table
+    inlined as a constant makes every later step's export, lowering and
+    compile slow (a 1-table case with a large table took ~20 s a step)."""
+    for k in range(s.config.num_tables):
+        yield edits.fewer_rows(s, k, _used_rows(s, k))
+
+
 def _rows(s: Sample) -> Candidates:
     for k, rows in enumerate(s.config.ln_emb):
         yield edits.fewer_rows(s, k, _used_rows(s, k))
@@ -170,7 +178,8 @@ def _values(s: Sample) -> Candidates:
 
 
 PASSES: Sequence[tuple[str, Callable[[Sample], Candidates]]] = (
-    ("tables", _tables), ("batches", _batches), ("examples", _examples), ("knobs", _knobs),
+    ("tables", _tables), ("unused rows", _unused_rows), ("batches", _batches),
+    ("examples", _examples), ("knobs", _knobs),
     ("bags", _bags), ("rows", _rows), ("widths", _widths), ("mlps", _mlps), ("values", _values),
 )
 """The passes in the order they run; each is retried from the new sample
