@@ -43,6 +43,9 @@ __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRe
 PHASES = ("replay", "generate", "finish")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
+# Worker seconds of one report job (export, compile, run repro.py in a fresh
+# interpreter, tool files), measured on 2 cores; the budget keeps room for them.
+_REPORT_S = 13.0
 # The finish phase waits at least this long for the reports in flight.
 _LAST_WAIT_S = 10.0
 # One bucket's turn at shrinking: short, so that one slow wrong answer does not
@@ -767,8 +770,13 @@ class Campaign:
         self._queue_reports()
         while self.options.shrink and self.unshrunk:
             now = time.monotonic()
-            left = deadline - now
-            if left < _MIN_SHRINK_S or (
+            left = deadline - now - self._report_reserve_s()
+            if left < _MIN_SHRINK_S:
+                # What is left of the budget is the reports': every bucket
+                # still waiting for shrinking is reported as it is now.
+                self._report_unshrunk("budget kept for the reports")
+                return
+            if (
                     share is not None and self.report.shrink_s > share * (now - self._generating_since)):
                 return
             bucket = self._next_to_shrink()
@@ -787,6 +795,19 @@ class Campaign:
                 self._needs_report.add(bucket)
             self._ready_for_report(bucket)
             self._queue_reports()
+
+    def _report_reserve_s(self) -> float:
+        """Wall seconds the reports not yet written will take (measured: a
+        report job is ~13 worker-seconds), so they end inside the budget."""
+        unreported = self._needs_report | set(self.unshrunk)
+        return _REPORT_S * len(unreported) / max(1, getattr(self.pool, "slots", 1))
+
+    def _report_unshrunk(self, why: str) -> None:
+        for bucket in self.unshrunk:
+            self._note_shrink(ShrinkRecord(bucket, "", {"skipped": why}, False))
+            self._ready_for_report(bucket)
+        self.unshrunk.clear()
+        self._queue_reports()
 
     def _next_to_shrink(self) -> str:
         """The unshrunk bucket to shrink next: fewest turns first, then the
@@ -857,10 +878,7 @@ class Campaign:
         as they are (the next campaign's replay shrinks them), and the reports
         in flight are waited for until ``until``; a bucket whose report is not
         in by then is unconfirmed (summary), never presented as ready."""
-        for bucket in self.unshrunk:
-            self._note_shrink(ShrinkRecord(bucket, "", {"skipped": "budget spent"}, False))
-            self._ready_for_report(bucket)
-        self.unshrunk.clear()
+        self._report_unshrunk("budget spent")
         for bucket in sorted(self._needs_report):
             self._ready_for_report(bucket)
         self._queue_reports()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -322,3 +323,29 @@ def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_pa
     entry = corpus.load_entry(tmp_path / "fake-flaky" / flaky.bucket)
     assert entry.verdict is Verdict.FLAKY and "two runs of one program disagreed" in entry.detail
     assert wrong.verdict is Verdict.MISMATCH and wrong.bucket.startswith("mismatch-")
+
+
+def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
+    """When the budget left is what the unwritten reports need, shrinking
+    stops and every bucket still waiting for it is reported as it is, so the
+    campaign ends with a repro for each (not a queue of reports after it)."""
+    class Pool:
+        slots = 2
+
+        def __init__(self) -> None:
+            self.submitted: list[str] = []
+
+        def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
+            self.submitted.append(job.folder.rsplit("/", 1)[-1])
+            return len(self.submitted)
+
+    campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
+    campaign.pool = Pool()  # type: ignore[assignment]
+    buckets = [f"compile_error-00000000000{i}" for i in range(4)]
+    campaign.unshrunk = list(buckets)
+    campaign._needs_report.update(buckets)
+    # 4 reports x 13 s / 2 workers = 26 s of the 20 s left: no shrink turn starts.
+    campaign._bug_work(deadline=time.monotonic() + 20)
+    assert campaign.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
+    assert {r.bucket: r.record for r in campaign.report.shrinks} == {
+        b: {"skipped": "budget kept for the reports"} for b in buckets}
