@@ -376,17 +376,27 @@ class WorkerPool(AnswerQueue):
         """Stop every worker: idle ones are asked to exit, busy ones (a compile
         that may run for minutes, abandoned by an interrupted campaign) are
         killed at once; all are reaped, so no process outlives the pool."""
-        for worker in self._workers:
-            if worker.job is not None:
+        try:
+            for worker in self._workers:
+                if worker.job is not None:
+                    _kill(worker.process)
+                    continue
+                try:
+                    worker.conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+            for worker in self._workers:
+                worker.process.join(timeout=5)
                 _kill(worker.process)
-                continue
-            try:
-                worker.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-        for worker in self._workers:
-            worker.process.join(timeout=5)
-            _kill(worker.process)
+        finally:
+            # A second stop signal (``timeout`` forwards SIGTERM, so a process
+            # often gets two) can cut the joins above short: the workers ignore
+            # SIGTERM, and multiprocessing's exit handler would wait for a
+            # live one forever (seen: a campaign that printed its summary and
+            # never exited).
+            for worker in self._workers:
+                if worker.process.is_alive():
+                    worker.process.kill()
         self._workers = []
         # The workers' stderr files (read into CRASH results as workers die).
         shutil.rmtree(self._log_dir, ignore_errors=True)

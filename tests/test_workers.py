@@ -192,3 +192,23 @@ def test_urgent_jobs_go_ahead_of_queued_ones_in_their_own_order() -> None:
     assert pool._take(queue) == (3, "job3") and 3 not in pool._urgent
     pool._enqueue(queue, (7, "job7"), True)
     assert [t for t, _ in queue] == [4, 6, 7, 1, 2, 5]
+
+
+def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> None:
+    """A second stop signal raised inside ``close`` (here while it tells the
+    first idle worker to exit) must not leave the others alive: workers
+    ignore SIGTERM, and multiprocessing's exit handler would wait for them
+    forever (a campaign printed its summary and never exited)."""
+    pool = WorkerPool(2)
+    processes = [worker.process for worker in pool._workers]
+
+    class InterruptedPipe:
+        def send(self, message: object) -> None:
+            raise KeyboardInterrupt  # the second signal, mid-shutdown
+
+    pool._workers[0].conn = InterruptedPipe()
+    with pytest.raises(KeyboardInterrupt):
+        pool.close()
+    for process in processes:
+        process.join(timeout=10)
+        assert not process.is_alive(), "a worker outlived the pool's shutdown"
