@@ -77,7 +77,7 @@ class CampaignOptions:
     # Per new bucket and turn. Shrinking runs beside generation, inside the
     # budget, taking at most ``shrink_share`` of the time generation has run.
     shrink_budget_s: float = 60.0
-    shrink_share: float = 0.5
+    shrink_share: float = 0.4
     # After the budget: the longest the campaign waits for the bug reports
     # still in flight (a bucket without one is counted unconfirmed).
     finish_s: float = 60.0
