@@ -879,7 +879,8 @@ class Campaign:
         in flight are waited for until ``until``; a bucket whose report is not
         in by then is unconfirmed (summary), never presented as ready."""
         self._report_unshrunk("budget spent")
-        for bucket in sorted(self._needs_report):
+        running = set(self._reports.values())
+        for bucket in sorted(self._needs_report - running):  # in flight: written already
             self._ready_for_report(bucket)
         self._queue_reports()
         while self._reports and time.monotonic() < until:
