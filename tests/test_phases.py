@@ -224,7 +224,7 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
 
     class InProcessPool:
         """Runs (target, sample) jobs here; the target's job on a candidate
-        with two tables "hits a bug of ours" the way the export guard did."""
+        with one table "hits a bug of ours" the way the export guard did."""
 
         calls: Counter[str] = Counter()
 
@@ -232,7 +232,7 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
             answers = []
             for target, sample in jobs:
                 self.calls[target.name] += 1
-                if target.name == "fake-raise" and sample.config.num_tables == 2:
+                if target.name == "fake-raise" and sample.config.num_tables == 1:
                     assert faults, "a candidate's fault must not raise out of the pool"
                     answers.append(HarnessFault(target.name,
                                                 "Traceback ...\nAssertionError: Guard failed"))
@@ -255,9 +255,10 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     pool = campaign.pool
     assert pool.calls["fake-raise"] == record.record["steps_tried"] + 2
     assert pool.calls["eager-f64"] == pool.calls["eager"] == record.record["steps_accepted"] + 2
-    # Every cut to two tables was rejected, so three stay; the rest still shrank.
+    # Every cut to one table was rejected (the skeletons first), so two stay;
+    # the rest still shrank.
     after = record.record["size_after"]
-    assert record.replaced and after["tables"] == 3 and after["examples"] == 1
+    assert record.replaced and after["tables"] == 2 and after["examples"] == 1
     assert record.record["stopped"] == "fixpoint"
 
 

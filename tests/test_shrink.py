@@ -136,6 +136,21 @@ def test_shrinks_weighted_pooling_to_one_table_one_example_one_index() -> None:
     json.dumps(result.to_dict())
 
 
+def test_the_skeleton_lands_on_the_bottom_in_one_accepted_step() -> None:
+    """The first pass jumps straight to one table of the failing kind, one
+    example, one index: the first accepted step is already that small, and
+    the whole shrink (knobs in halves) costs a handful of predicate calls,
+    not one per edit (32 steps before the skeleton and the knob halves)."""
+    accepted: list[Sample] = []
+    result = shrink(_big_sample(), _weighted_bug, budget_s=60, on_progress=accepted.append)
+    first = edits.sample_size(accepted[0])
+    assert (first["tables"], first["examples"], first["indices"], first["batches"]) == (1, 1, 1, 1)
+    assert first["features"] == len(edits.non_default_knobs(_big_sample().config))
+    assert result.stopped == "fixpoint" and result.steps_tried <= 12
+    qr = shrink(_big_sample(), lambda s: s.config.table_kind(0) == "qr", budget_s=60)
+    assert qr.sample.config.table_kind(0) == "qr" and qr.size_after["tables"] == 1
+
+
 def test_shrink_keeps_the_feature_the_predicate_needs() -> None:
     result = shrink(_big_sample(), lambda s: s.config.index_dtype == "int32", budget_s=60)
     assert edits.non_default_knobs(result.sample.config) == {"index_dtype": "int32"}
@@ -180,9 +195,9 @@ def test_a_rejected_candidate_costs_one_step_not_the_shrink() -> None:
 
     def guarded(s: Sample) -> bool:
         nonlocal rejected
-        if edits.sample_size(s)["examples"] == 2:  # e.g. a guard "batch >= 3"
+        if edits.sample_size(s)["examples"] == 1:  # e.g. a guard "batch >= 2"
             rejected += 1
-            raise StepRejected(f"Guard failed: batch >= 3 (candidate {rejected})")
+            raise StepRejected(f"Guard failed: batch >= 2 (candidate {rejected})")
         return _weighted_bug(s)
 
     result = shrink(_big_sample(), guarded, budget_s=60)
@@ -192,7 +207,7 @@ def test_a_rejected_candidate_costs_one_step_not_the_shrink() -> None:
     assert result.stopped == "fixpoint"
     record = result.to_dict()
     assert record["steps_rejected"] == rejected
-    assert record["rejections"][0].startswith("Guard failed: batch >= 3")
+    assert record["rejections"][0].startswith("Guard failed: batch >= 2")
 
 
 def test_side_by_side_candidates_reach_the_same_case_in_fewer_rounds() -> None:
@@ -204,11 +219,11 @@ def test_side_by_side_candidates_reach_the_same_case_in_fewer_rounds() -> None:
     def many(batch: list[Sample]) -> list[bool | StepRejected]:
         nonlocal rounds
         rounds += 1
-        return [StepRejected("guard") if edits.sample_size(c)["examples"] == 2
+        return [StepRejected("guard") if edits.sample_size(c)["examples"] == 1
                 else _weighted_bug(c) for c in batch]
 
     def one(c: Sample) -> bool:
-        if edits.sample_size(c)["examples"] == 2:
+        if edits.sample_size(c)["examples"] == 1:
             raise StepRejected("guard")
         return _weighted_bug(c)
 
