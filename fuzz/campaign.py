@@ -29,7 +29,7 @@ from fuzz.coverage import Coverage
 from fuzz.corpus import CorpusEntry
 from fuzz.interrupt import Interrupted, deferred, stop_signals
 from fuzz.sample import Sample
-from fuzz.schedule import Scheduler
+from fuzz.schedule import Planned, Scheduler
 from fuzz.targets import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
 from fuzz.triage import CandidateRejected, Finding, Triage
@@ -147,6 +147,7 @@ class CampaignReport:
     confirm_runs: int = 0  # partially scheduled samples re-run on every target
     confirm_reruns: int = 0  # new wrong answers run again before they were stored
     unscheduled: int = 0  # samples the scheduler sent to no target (counted in ``samples``)
+    repaired: int = 0  # plan parts that ran a repaired variant (fuzz.repair)
     draws_checked: int = 0  # extra weight draws judged (no compile of their own)
     draws_reseeded: int = 0  # failing draws re-run as samples of their own
     first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
@@ -175,6 +176,7 @@ class CampaignReport:
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
                 "confirm_runs": self.confirm_runs, "unscheduled": self.unscheduled,
+                "repaired": self.repaired,
                 "busy_fraction": round(self.busy_fraction, 3),
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s),
@@ -222,6 +224,7 @@ class _InFlight:
     answers: list[Any]
     left: int = 0
     partial: bool = False  # the scheduler left some targets out
+    repairs: tuple[str, ...] = ()  # a repaired variant: the features switched off
 
 
 def _headline(error: object) -> str:
@@ -327,6 +330,9 @@ class Campaign:
         self._needs_report: set[str] = set()  # new or replaced cases without their report
         self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
         self._generating_since = 0.0
+        # When the campaign's bug work must be over (the end of the finish
+        # phase): the reports not yet written are kept room before it.
+        self._finish_by = float("inf")
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
@@ -344,11 +350,14 @@ class Campaign:
                     try:
                         if options.replay:
                             self._phase("replay", self._replay)
+                        # Shrinking may use the finish phase too, less
+                        # what the reports not yet written will need.
+                        self._finish_by = deadline + options.finish_s
                         self._phase("generate", lambda: self._generate(deadline))
                         # The bound counts from the end of the budget: the
                         # last samples in flight, checked after it, use it too.
                         self._phase("finish", lambda: self._finish(
-                            max(deadline + options.finish_s, time.monotonic() + _LAST_WAIT_S)))
+                            max(self._finish_by, time.monotonic() + _LAST_WAIT_S)))
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
                         # never its summary of what was found so far.
@@ -497,13 +506,7 @@ class Campaign:
             if options.inline_weights:
                 sample = dataclasses.replace(
                     sample, config=dataclasses.replace(sample.config, weights="inline"), draws=())
-            chosen = self.scheduler.choose(sample, self.targets) if self.scheduler else self.targets
-            if not chosen:  # every program group would land in known buckets: not even references
-                self.report.unscheduled += 1
-                self.report.coverage.add(sample, {})
-            else:
-                flight = self._submit(sample, chosen, index=self.report.samples)
-                flight.partial = len(chosen) < len(self.targets)
+            self._dispatch(sample)
             # No barrier: the next sample's jobs are queued while this one's
             # slowest targets still run; wait only while every worker has work
             # (a follower waiting for its leader is no work yet).
@@ -530,6 +533,21 @@ class Campaign:
         self._bug_work(deadline, share=None)
 
     # -- samples in flight ----------------------------------------------------------
+    def _dispatch(self, sample: Sample) -> None:
+        """Queue a generated sample where the scheduler's plan sends it: the
+        original, and repaired variants for the groups a known bug would stop
+        early (``fuzz.schedule``); every target without a scheduler."""
+        plan = self.scheduler.plan(sample, self.targets) if self.scheduler \
+            else [Planned(sample, list(self.targets))]
+        self.report.coverage.add(sample, {})
+        if not plan:  # (the scheduler never throws a sample away whole)
+            self.report.unscheduled += 1
+        for part in plan:
+            flight = self._submit(part.sample, part.targets, index=self.report.samples)
+            flight.partial = len(part.targets) < len(self.targets)
+            flight.repairs = part.repairs
+            self.report.repaired += bool(part.repairs)
+
     def _submit(self, sample: Sample, targets: list[Target], index: int | None) -> _InFlight:
         """Queue every job of one sample (references first); ``index``: a
         generated sample, to be filed when its last answer is in."""
@@ -628,11 +646,12 @@ class Campaign:
             self.report.confirm_runs += 1
             full = self._submit(sample, self.targets, index=None)
             full.index = flight.index
+            full.repairs = flight.repairs
             return self._triage(self._answered(full), file=True)
         if sample.draws:
             self._check_draws(flight, reference, eager, results, outcomes)
         known_before = set(self.known)
-        self.report.coverage.add(sample, outcomes)
+        self.report.coverage.add(sample, outcomes, generated=flight.index is None)
         self._count(results, outcomes)
         findings = [self._confirmed(f, sample)
                     if f.verdict is Verdict.MISMATCH and f.bucket not in self.known else f
@@ -641,7 +660,7 @@ class Campaign:
             finding.sample_index = flight.index if flight.index is not None else self.report.samples
             self.report.first_found_s.setdefault(finding.bucket,
                                                  round(time.monotonic() - self._started, 1))
-            self._file(finding, sample)
+            self._file(finding, sample, flight.repairs)
             self.report.findings.append(finding)
             if self._on_finding is not None:
                 self._on_finding(finding, self.report)
@@ -711,7 +730,7 @@ class Campaign:
             self.report.outcomes[(name, outcomes[name].verdict.value)] += 1
             self.report.batches_checked += sum(out is not None for out in result.outputs)
 
-    def _file(self, finding: Finding, sample: Sample) -> None:
+    def _file(self, finding: Finding, sample: Sample, repairs: tuple[str, ...] = ()) -> None:
         from fuzz.edits import size_key
 
         root = self.options.corpus_dir
@@ -722,7 +741,8 @@ class Campaign:
             error=outcome.error, op=outcome.op, culprit=finding.culprit,
             localization=finding.localization, numbers=outcome.numbers,
             timings=outcome.timings, seen_on=finding.targets, features=tuple(sample.features()),
-            campaign_seed=self.options.seed, detail=outcome.detail, texts=finding.result.texts)
+            campaign_seed=self.options.seed, detail=outcome.detail, texts=finding.result.texts,
+            repairs=repairs)
         finding.path = root / finding.bucket
         with deferred():  # a stop signal waits until the entry is whole
             if finding.bucket in self.known:
@@ -770,11 +790,14 @@ class Campaign:
         self._queue_reports()
         while self.options.shrink and self.unshrunk:
             now = time.monotonic()
-            left = deadline - now - self._report_reserve_s()
-            if left < _MIN_SHRINK_S:
-                # What is left of the budget is the reports': every bucket
+            before_reports = self._finish_by - now - self._report_reserve_s()
+            if before_reports < _MIN_SHRINK_S:
+                # What is left of the campaign is the reports': every bucket
                 # still waiting for shrinking is reported as it is now.
                 self._report_unshrunk("budget kept for the reports")
+                return
+            left = min(deadline - now, before_reports)
+            if left < _MIN_SHRINK_S:  # the finish phase goes on with it
                 return
             if (
                     share is not None and self.report.shrink_s > share * (now - self._generating_since)):
@@ -878,6 +901,8 @@ class Campaign:
         as they are (the next campaign's replay shrinks them), and the reports
         in flight are waited for until ``until``; a bucket whose report is not
         in by then is unconfirmed (summary), never presented as ready."""
+        if until != float("inf"):  # what the bounded finish has room for is still shrunk
+            self._bug_work(until, share=None)
         self._report_unshrunk("budget spent")
         running = set(self._reports.values())
         for bucket in sorted(self._needs_report - running):  # in flight: written already

@@ -73,6 +73,9 @@ class CorpusEntry:
     timings: dict[str, float] = field(default_factory=dict)
     seen_on: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    # Found on a repaired variant (fuzz.repair): the features the scheduler
+    # switched off in the drawn sample; the stored sample is the variant.
+    repairs: tuple[str, ...] = ()
     campaign_seed: int | None = None
     shrink: dict[str, Any] | None = None
     # Written with the reproducer (fuzz.bugreport): "reproduces" or why not,
@@ -105,7 +108,7 @@ class CorpusEntry:
             "localization": self.localization, "numbers": self.numbers,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "seen_on": sorted(self.seen_on), "shape_modes": list(self.shape_modes),
-            "features": list(self.features),
+            "features": list(self.features), "repairs": list(self.repairs),
             "campaign_seed": self.campaign_seed, "shrink": self.shrink,
             "repro_status": self.repro_status, "repro": self.repro, "tools": self.tools,
             "expect": self.expect, "fixed_in": self.fixed_in, "moved_to": list(self.moved_to),
@@ -128,7 +131,9 @@ class CorpusEntry:
             localization=dict(case.get("localization") or {}),
             numbers=dict(case.get("numbers") or {}), timings=dict(case.get("timings") or {}),
             seen_on=tuple(case.get("seen_on") or (case["target"],)),
-            features=tuple(case.get("features") or ()), campaign_seed=case.get("campaign_seed"),
+            features=tuple(case.get("features") or ()),
+            repairs=tuple(str(r) for r in case.get("repairs") or ()),
+            campaign_seed=case.get("campaign_seed"),
             shrink=case.get("shrink"), repro_status=case.get("repro_status"),
             expect=str(case.get("expect") or "fail"), fixed_in=case.get("fixed_in"),
             moved_to=tuple(case.get("moved_to") or ()),

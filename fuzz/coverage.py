@@ -113,8 +113,10 @@ class Coverage:
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
 
-    def add(self, sample: Sample, outcomes: Mapping[str, Outcome]) -> None:
-        reached: set[str] = {"generated"}
+    def add(self, sample: Sample, outcomes: Mapping[str, Outcome], generated: bool = True) -> None:
+        """Count how far ``sample`` got; ``generated=False`` for a sample whose
+        generation was counted already (a repaired variant, a part of a plan)."""
+        reached: set[str] = {"generated"} if generated else set()
         for outcome in outcomes.values():
             reached |= _got_through(outcome)
         for knob in knob_values(sample):

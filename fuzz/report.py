@@ -122,7 +122,10 @@ def report_markdown(folder: Path, entry: CorpusEntry, repro: dict[str, Any] | No
            f"- Tool versions: {versions}",
            f"- Seen on: {', '.join(entry.seen_on)} ({' and '.join(entry.shape_modes)} shapes)",
            f"- Found by dlrm-fuzz (differential fuzzing of DLRM against eager PyTorch), "
-           f"bucket `{entry.bucket}`", "", "## Expected vs got", "", *_expected_vs_got(entry), ""]
+           f"bucket `{entry.bucket}`"
+           + (f" (on a variant of the drawn sample with {', '.join(entry.repairs)} switched off: "
+              f"known bugs stop it earlier)" if entry.repairs else ""),
+           "", "## Expected vs got", "", *_expected_vs_got(entry), ""]
     source = folder / "repro.py"
     if source.exists():
         status = (repro or {}).get("status", "not checked")

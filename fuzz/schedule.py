@@ -36,6 +36,20 @@ the sample's feature set (``Sample.features()``: the code-path switches).
 Skipping is only safe because a campaign re-runs a partially scheduled sample
 on every target before filing a bucket the corpus does not know (blame across
 lowerings needs them all); see ``Campaign``.
+
+Repair, don't skip (``plan``). A skip hides what is behind a known failure: a
+sample whose int32 offsets doom the linalg group never reaches compile and run
+there, and neither does the wrong answer its weighted bags would have shown.
+So where a cell is not run and the sample has doomed features in that group,
+the group gets a *repaired variant* of the sample instead (``fuzz.repair``:
+the doomed features switched off, the rest as drawn), decided by the variant's
+own cell record; the original still runs there at the fading rate above (so a
+fix is still seen), and wherever its features are not doomed. The rates are
+an AFL-like power schedule: a cell's energy halves with each run in a row that
+found nothing new and comes back in full with anything new. A generated sample
+is never thrown away whole: when every group would skip it, the group with the
+most energy runs it (one that has reached the run stage before, where a wrong
+answer can show, first).
 """
 
 from __future__ import annotations
@@ -45,10 +59,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from fuzz.edits import content_hash
+from fuzz.repair import repair
 from fuzz.sample import Sample
 from fuzz.targets import Target
 
-__all__ = ["Scheduler", "CellRecord", "FeatureRecord"]
+__all__ = ["Scheduler", "CellRecord", "FeatureRecord", "Planned"]
 
 Cell = tuple[str, tuple[str, ...]]
 
@@ -62,6 +78,7 @@ class CellRecord:
     skipped_in_row: int = 0
     streak: int = 0
     last: frozenset[str] | None = None
+    passes: int = 0  # runs in which a target passed (kept on the group's record)
 
 
 @dataclass
@@ -83,6 +100,16 @@ class FeatureRecord:
         """Whether runs with this feature always landed in the same known buckets."""
         return self.runs >= 2 and not self.mixed and self.outcome is not None \
             and self.outcome <= known
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One part of a sample's plan: the sample (the original, or a repaired
+    variant naming the features switched off) and the targets it goes to."""
+
+    sample: Sample
+    targets: list[Target]
+    repairs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -131,20 +158,88 @@ class Scheduler:
         return min(fading(record.streak, self.floor), fading(prior, self.new_floor),
                    fading(doomed_runs, self.new_floor))
 
-    def choose(self, sample: Sample, targets: Sequence[Target]) -> list[Target]:
-        """The targets to run ``sample`` on: whole program groups, in order."""
-        decided: dict[Cell, bool] = {}
-        draw = self._random.random()
+    def doomed_features(self, cell: Cell) -> list[str]:
+        """The features of ``cell`` doomed in its group, in the cell's order."""
+        group, features = cell
+        return [f for f in features if (record := self.features.get((group, f))) is not None
+                and record.doomed(self.known)]
+
+    def plan(self, sample: Sample, targets: Sequence[Target]) -> list[Planned]:
+        """Where ``sample`` goes: per program group the original (at its
+        cell's rate), else a repaired variant without the features doomed in
+        that group (at the variant cell's rate), else nothing; never nothing
+        at all (see the module's docstring). Parts with the same sample are
+        merged; targets keep their order."""
+        groups: dict[str, list[Target]] = {}
         for target in targets:
-            cell = self.cell(target, sample)
-            if cell not in decided:
-                record = self.cells.setdefault(cell, CellRecord())
-                record.offered += 1
-                run = draw < self.chance(record, self.groups.get(cell[0]), self.doomed_runs(cell))
-                record.run += run
-                record.skipped_in_row = 0 if run else record.skipped_in_row + 1
-                decided[cell] = run
-        return [t for t in targets if decided[self.cell(t, sample)]]
+            groups.setdefault(target.program_group, []).append(target)
+        draw = self._random.random()
+        chosen: dict[str, tuple[Sample, tuple[str, ...]]] = {}
+        best: tuple[float, bool, str, Sample, tuple[str, ...]] | None = None
+        for group in groups:
+            cell = (group, tuple(sample.features()))
+            record = self.cells.setdefault(cell, CellRecord())
+            record.offered += 1
+            odds = self.chance(record, self.groups.get(group), self.doomed_runs(cell))
+            options: list[tuple[float, float, Sample, tuple[str, ...], CellRecord]] = [
+                (odds, draw, sample, (), record)]
+            doomed = self.doomed_features(cell) if draw >= odds else []
+            fixed = repair(sample, doomed) if doomed else None
+            if fixed is not None:
+                variant, repairs = fixed
+                vcell = (group, tuple(variant.features()))
+                vrecord = self.cells.setdefault(vcell, CellRecord())
+                vrecord.offered += 1
+                vodds = self.chance(vrecord, self.groups.get(group), self.doomed_runs(vcell))
+                options.append((vodds, self._random.random(), variant, repairs, vrecord))
+            for odds_, draw_, part, repairs_, rec in options:
+                if draw_ < odds_:
+                    chosen[group] = (part, repairs_)
+                    break
+            for odds_, _, part, repairs_, rec in options:
+                if group in chosen and chosen[group][0] is part:
+                    rec.run += 1
+                    rec.skipped_in_row = 0
+                else:
+                    rec.skipped_in_row += 1
+                reached = self._reached_run(group)
+                if best is None or (odds_, reached) > best[:2]:
+                    best = (odds_, reached, group, part, repairs_)
+        if not chosen and best is not None:  # never thrown away whole
+            _, _, group, part, repairs_ = best
+            chosen[group] = (part, repairs_)
+            rec = self.cells[(group, tuple(part.features()))]
+            rec.run += 1
+            rec.skipped_in_row = 0
+        return self._merged(chosen, groups)
+
+    def _reached_run(self, group: str) -> bool:
+        """Whether any run of ``group`` passed: its programs compile and run,
+        so a wrong answer can show there."""
+        record = self.groups.get(group)
+        return record is not None and record.passes > 0
+
+    @staticmethod
+    def _merged(chosen: dict[str, tuple[Sample, tuple[str, ...]]],
+                groups: dict[str, list[Target]]) -> list[Planned]:
+        parts: list[Planned] = []
+        for group, (part, repairs) in chosen.items():
+            same = next((p for p in parts if p.sample is part or
+                         content_hash(p.sample) == content_hash(part)), None)
+            if same is None:
+                parts.append(Planned(part, list(groups[group]), repairs))
+            else:
+                same.targets.extend(groups[group])
+        order = {id(t): i for i, t in enumerate(t for ts in groups.values() for t in ts)}
+        for p in parts:
+            p.targets.sort(key=lambda t: order[id(t)])
+        return parts
+
+    def choose(self, sample: Sample, targets: Sequence[Target]) -> list[Target]:
+        """The targets ``plan`` sends the original ``sample`` to (its repaired
+        variants' parts left out): whole program groups, in order."""
+        return [t for part in self.plan(sample, targets) if part.sample is sample
+                for t in part.targets]
 
     def record(self, sample: Sample, ran: Iterable[Target], buckets: Mapping[str, str],
                known: set[str]) -> None:
@@ -169,6 +264,7 @@ class Scheduler:
             # unsupported op from sample to sample.
             group = self.groups.setdefault(cell[0], CellRecord())
             group.streak = group.streak + 1 if only_known else 0
+            group.passes += "PASS" in now
             group.last = now
 
     def allocation(self) -> list[tuple[str, int, int, int]]:

@@ -500,6 +500,9 @@ class FakeWrongOpTarget(Target):
 
     op: str = "aten.relu.default"
     dynamic: bool = False
+    # Fails to compile int32 indices first (a known bug in front of the wrong
+    # op, as int32 offsets stop the linalg lowering): tests repair-not-skip.
+    refuses_int32: bool = False
 
     @property
     def any_shape(self) -> bool:
@@ -508,6 +511,10 @@ class FakeWrongOpTarget(Target):
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
         from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+
+        if self.refuses_int32 and config.index_dtype == "int32":
+            raise StageFailure("compile", "FakeCompilerError",
+                               f"{self.name}: error: int32 indices are not supported")
 
         model = timer.measure("build", lambda: build(config, seed))
         inputs = tracing_example(config) if self.dynamic else example
@@ -614,6 +621,9 @@ FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
                         f"{op} answers off by one (localization must name it, not the "
                         f"embedding_bag that reads it)", op=op)
       for short, op in (("remainder", "aten.remainder.Scalar"), ("int-cast", "aten.to.dtype"))),
+    FakeWrongOpTarget("fake-int32-then-wrong-relu", "FAKE target for engine tests: refuses int32 "
+                      "indices at compile time; otherwise eager, but aten.relu.default answers "
+                      "+0.5 (a wrong answer behind a known failure)", refuses_int32=True),
 )}
 
 REFERENCE = "eager-f64"

@@ -327,9 +327,10 @@ def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_pa
 
 
 def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
-    """When the budget left is what the unwritten reports need, shrinking
-    stops and every bucket still waiting for it is reported as it is, so the
-    campaign ends with a repro for each (not a queue of reports after it)."""
+    """When the time left before the end of the finish phase is what the
+    unwritten reports need, shrinking stops and every bucket still waiting
+    for it is reported as it is, so the campaign ends with a repro for each
+    (not a queue of reports after it)."""
     class Pool:
         slots = 2
 
@@ -345,8 +346,10 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     buckets = [f"compile_error-00000000000{i}" for i in range(4)]
     campaign.unshrunk = list(buckets)
     campaign._needs_report.update(buckets)
-    # 4 reports x 13 s / 2 workers = 26 s of the 20 s left: no shrink turn starts.
-    campaign._bug_work(deadline=time.monotonic() + 20)
+    # 4 reports x 13 s / 2 workers = 26 s of the 20 s left before the end of
+    # the finish phase: no shrink turn starts, whatever generation's deadline.
+    campaign._finish_by = time.monotonic() + 20
+    campaign._bug_work(deadline=time.monotonic() + 5)
     assert campaign.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
     assert {r.bucket: r.record for r in campaign.report.shrinks} == {
         b: {"skipped": "budget kept for the reports"} for b in buckets}

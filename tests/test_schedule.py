@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
+from fuzz.sample import Sample
 from fuzz.schedule import Scheduler
 from fuzz.targets import TARGETS, Target
 from tests.helpers import tiny_sample
@@ -61,9 +64,10 @@ def test_a_program_group_is_decided_as_one() -> None:
     runs = [_offer(scheduler, LINALG, buckets) for _ in range(100)]
     assert {len(r) for r in runs} <= {0, 3}  # all of the group or none of it
     assert any(len(r) == 0 for r in runs)
-    ((group, cells, offered, run),) = scheduler.allocation()
-    assert group == "linalg-on-tensors|static" and cells == 1 and offered == 100
-    assert run == sum(len(r) == 3 for r in runs)
+    record = scheduler.cells[scheduler.cell(LINALG[0], tiny_sample())]
+    assert record.offered == 100 and record.run == sum(len(r) == 3 for r in runs)
+    ((group, cells, _, _),) = scheduler.allocation()  # the cell, and its repaired variant's
+    assert group == "linalg-on-tensors|static" and cells == 2
 
 
 def _distinct_samples() -> list:  # type: ignore[type-arg]
@@ -225,3 +229,104 @@ def test_groups_with_the_same_odds_are_skipped_together() -> None:
     assert all(len(h) in (0, 2) for h in held), held
     assert 100 / 8 <= sum(bool(h) for h in held) < 60
     assert all({t.name for t in LINALG} <= set(r) for r in runs)
+
+
+def _int32_sample(seed: int = 7) -> Sample:
+    """int32 indices and no other feature (no empty bags), so a repair of the
+    doomed features is exactly ``index_dtype=int32``."""
+    from fuzz.edits import fill_empty_bags
+
+    filled = fill_empty_bags(tiny_sample(_features_sample(index_dtype="int32").config, seed=seed))
+    assert filled is not None and filled.features() == ["index_dtype=int32", "interaction=dot"]
+    return filled
+
+
+def test_a_doomed_feature_is_repaired_not_skipped() -> None:
+    """int32 indices always land in one known linalg bucket: the int32
+    original runs there at its fading rate, and every time it does not, the
+    group gets the variant with int64 indices, which names the repair. No
+    offer is thrown away: the group always gets one of the two."""
+    scheduler = Scheduler(seed=8)
+    known = {"int32-bug"}
+    for _ in range(2):
+        sample = _int32_sample()
+        scheduler.record(sample, LINALG, {t.name: "int32-bug" for t in LINALG}, known)
+    originals = repaired = 0
+    for _ in range(100):
+        sample = _int32_sample()
+        plan = scheduler.plan(sample, LINALG)
+        assert len(plan) == 1 and [t.name for t in plan[0].targets] == [t.name for t in LINALG]
+        (part,) = plan
+        if part.sample is sample:
+            originals += 1
+            assert part.repairs == ()
+        else:
+            repaired += 1
+            assert part.repairs == ("index_dtype=int32",)
+            assert isinstance(part.sample, Sample) and part.sample.config.index_dtype == "int64"
+            assert "index_dtype=int32" not in part.sample.features()
+            assert part.sample.batches[0].indices[0].dtype.name == "int64"
+        # what the variant and the original do there: pass, and the known bug
+        scheduler.record(part.sample, part.targets, {} if part.repairs else
+                         {t.name: "int32-bug" for t in LINALG}, known)
+    assert originals + repaired == 100 and 100 / 8 <= originals <= 100 / 3, originals
+
+
+def test_a_sample_is_never_thrown_away_whole() -> None:
+    """TOSA fails every sample the same known way and nothing about it can be
+    repaired (the default dot interaction): its cell fades, but a sample
+    offered to TOSA alone still goes there; next to a group that passes, the
+    passing group takes it and TOSA is skipped."""
+    from fuzz.edits import fill_empty_bags
+
+    plain = fill_empty_bags(tiny_sample())
+    assert plain is not None and plain.features() == ["interaction=dot"]
+    scheduler = Scheduler(seed=9)
+    for _ in range(50):
+        plan = scheduler.plan(plain, TOSA)
+        assert [(p.sample, [t.name for t in p.targets]) for p in plan] == [(plain, ["iree-tosa"])]
+        scheduler.record(plain, TOSA, {"iree-tosa": "tosa-bug"}, KNOWN)
+    skipped = 0
+    for _ in range(50):
+        plan = scheduler.plan(plain, TOSA + LINALG)
+        names = {t.name for part in plan for t in part.targets}
+        assert {t.name for t in LINALG} <= names
+        skipped += "iree-tosa" not in names
+        for part in plan:
+            scheduler.record(part.sample, part.targets, {"iree-tosa": "tosa-bug"}, KNOWN)
+    assert skipped > 25
+
+
+def test_a_wrong_answer_behind_a_doomed_feature_is_found_on_the_repaired_variant(
+        tmp_path: Path) -> None:
+    """A target that refuses int32 indices and, past that, answers relu
+    wrong: once int32 is doomed there, an int32 sample reaches compile and run
+    as its int64 variant, the wrong answer is filed as a MISMATCH whose case
+    is the variant and names the repair, and REPORT-facing text says so."""
+    from fuzz.campaign import Campaign, CampaignOptions
+    from fuzz.corpus import load_entry
+    from fuzz.triage import Triage
+    from oracles.verdict import Verdict
+
+    campaign = Campaign(CampaignOptions(targets=("fake-int32-then-wrong-relu",),
+                                        corpus_dir=tmp_path / "corpus", workers=1, shrink=False,
+                                        report=False))
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        for seed in (1, 2):  # the known bug, twice: int32 is doomed there now
+            (found,) = campaign._run_sample(_int32_sample(seed), campaign.targets, file=True)
+            assert found.verdict is Verdict.COMPILE_ERROR
+        mismatches = []
+        for seed in range(3, 13):
+            campaign._dispatch(_int32_sample(seed))
+            while campaign._flights:
+                campaign._drain()
+            mismatches = [f for f in campaign.report.findings if f.verdict is Verdict.MISMATCH]
+            if mismatches:
+                break
+    assert campaign.report.repaired >= 1 and campaign.report.unscheduled == 0
+    (finding,) = mismatches
+    entry = load_entry(finding.path)
+    assert entry.repairs == ("index_dtype=int32",)
+    assert entry.sample.config.index_dtype == "int64"
+    assert entry.culprit is not None and "relu" in entry.culprit
