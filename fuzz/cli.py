@@ -270,7 +270,7 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     """Exit 0 when nothing unexpected happened (or without --strict); 1 with
     --strict on an unexpected outcome that --update did not record."""
     from fuzz.replay import ReplayResult, record_state, replay_corpus
-    from fuzz.versions import tool_versions
+    from fuzz.versions import recorded_versions
 
     lines = err if args.format == "json" else console
 
@@ -291,7 +291,7 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
                               "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
                 markup=False)
     if args.format == "json":
-        print(json.dumps({"toolchain": tool_versions(), "results": [r.to_dict() for r in results],
+        print(json.dumps({"toolchain": recorded_versions(), "results": [r.to_dict() for r in results],
                           "junk": junk}, indent=2))
     open_surprises = [r for r in results if r.unexpected
                       and not (args.update and record_state(args.path, r))]

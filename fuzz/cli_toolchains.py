@@ -30,7 +30,7 @@ def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) 
     bump = sub.add_parser("bump", help="compare two toolchains: new, fixed, moved bugs")
     bump.add_argument("--to", required=True, metavar="PINS",
                       help="the new toolchain: NAME==VERSION pins, comma-separated "
-                           "(unnamed packages keep today's pins), or a pyproject.toml")
+                           "(unnamed packages keep today's pins), or a constraints.txt")
     bump.add_argument("--from", dest="from_", default=None, metavar="PINS",
                       help="the old toolchain, same forms (default: this install's pins)")
     bump.add_argument("--corpus", type=Path, default=Path("corpus"))

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = [
-    "PINNED", "Toolchain", "ToolchainError", "current_toolchain", "environment",
+    "PINNED", "Toolchain", "ToolchainError", "constraints_pins", "current_toolchain",
+    "environment",
     "parse_pins", "releases", "run_in", "run_with", "toolchain_from", "same_toolchain",
 ]
 
-# The pins of pyproject.toml's [project] dependencies (a test keeps the two in
-# step). Packages a Toolchain does not name keep these versions.
+# The pins of constraints.txt, the tested toolchain (a test keeps the two in
+# step; a copy here because an installed wheel carries no constraints file).
+# Packages a Toolchain does not name keep these versions.
 PINNED: tuple[str, ...] = (
     "iree-base-compiler==3.13.0",
     "iree-base-runtime==3.13.0",
@@ -375,25 +377,39 @@ def run_with(python: Path | str, args: Sequence[str],
 
 def toolchain_from(text: str) -> Toolchain:
     """A toolchain from a command line: comma-separated pins, or the path of a
-    ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
+    constraints file (``constraints.txt``: its ``NAME==VERSION`` lines) or of
+    a ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
     compares the base branch's file with the PR's)."""
     path = Path(text)
-    if text.endswith(".toml"):
+    if text.endswith((".toml", ".txt")):
         if not path.is_file():
-            raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins or "
-                                 "the path of a pyproject.toml")
-        import tomllib
+            raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins, a "
+                                 "constraints.txt or a pyproject.toml")
         try:
-            deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ToolchainError(f"pins={text!r}: not a readable pyproject.toml ({exc}); "
+            lines = _pinned_lines(path)
+        except (OSError, ValueError) as exc:
+            raise ToolchainError(f"pins={text!r}: not a readable pin file ({exc}); "
                                  "fix the file or give NAME==VERSION pins") from None
         names = {_split(pin)[0] for pin in PINNED}
-        pins = tuple(dep.replace(" ", "") for dep in deps
-                     if _PIN.fullmatch(dep.replace(" ", "")) and _split(dep.replace(" ", ""))[0]
-                     in names)
+        pins = tuple(line for line in lines
+                     if _PIN.fullmatch(line) and _split(line)[0] in names)
         return Toolchain(pins)
     return parse_pins(text)
+
+
+def _pinned_lines(path: Path) -> list[str]:
+    """The requirement lines of a constraints file, or a pyproject.toml's
+    ``[project] dependencies``, spaces and comments dropped."""
+    if path.suffix == ".toml":
+        import tomllib
+        deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
+        return [str(dep).replace(" ", "") for dep in deps]
+    return [line.split("#", 1)[0].replace(" ", "") for line in path.read_text().splitlines()]
+
+
+def constraints_pins(path: Path) -> tuple[str, ...]:
+    """The exact toolchain pins of a constraints file, as written."""
+    return toolchain_from(str(path)).pins
 
 
 def same_toolchain(a: Toolchain, b: Toolchain) -> bool:
