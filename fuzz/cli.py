@@ -36,6 +36,7 @@ from fuzz.bump import BumpError
 from fuzz.cache import default_cache_dir
 from fuzz.cli_toolchains import add_parsers, bisect_command, bump_command
 from fuzz.plugins import PluginError, target_table
+from fuzz.toolchain_path import already_inside, reexec
 from fuzz.toolchains import ToolchainError
 from fuzz.targets import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
 from fuzz.workers import HarnessError
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="comma-separated targets (default: every target available here; "
                           "see `dlrm-fuzz targets`)")
     _plugin_option(run)
+    _toolchain_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                      help="worker processes (default: number of cores)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
@@ -140,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("--write", action="store_true",
                        help="also (re)write and check repro.py, the tool files and REPORT.md")
     _plugin_option(repro)
+    _toolchain_option(repro)
     replay = sub.add_parser("replay", help="re-run every stored case: the corpus as a regression suite")
     replay.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     replay.add_argument("--repeat", type=_positive_int, default=3,
@@ -158,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--cache", type=Path, default=default_cache_dir())
     replay.add_argument("--no-cache", action="store_true")
     _plugin_option(replay)
+    _toolchain_option(replay)
     matrix = sub.add_parser("matrix", help="the lowering support matrix: DLRM features x targets")
     matrix.add_argument("--targets", default=None, help="comma-separated (default: all available)")
     matrix.add_argument("--features", default=None, help="comma-separated rows (default: all)")
@@ -170,11 +174,19 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--cache", type=Path, default=default_cache_dir())
     matrix.add_argument("--no-cache", action="store_true")
     _plugin_option(matrix)
+    _toolchain_option(matrix)
     add_parsers(sub, parse_duration, parse_duration_or_zero, _positive_int, _seed)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
     return parser
+
+
+def _toolchain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--toolchain", type=Path, default=None, metavar="PATH",
+                        help="run in another toolchain: a virtual environment with your "
+                             "torch-mlir / IREE build, or a folder of wheels to build one from "
+                             "(with uv); the command runs again with PATH/bin/python")
 
 
 def _plugin_option(parser: argparse.ArgumentParser) -> None:
@@ -184,11 +196,16 @@ def _plugin_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     # Piped output (CI logs) gets a wide console instead of rich's 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True, highlight=False)
     try:
+        toolchain = getattr(args, "toolchain", None)
+        if toolchain is not None and not already_inside(toolchain):
+            # Replaces this process (fuzz.toolchain_path); returns only by raising.
+            reexec(toolchain, argv, lambda line: err.print(line, markup=False, soft_wrap=True))
         if args.command == "targets":
             return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":

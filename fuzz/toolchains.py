@@ -71,8 +71,13 @@ class Toolchain:
     today's versions, so ``iree-base-compiler==3.10.0`` alone is a toolchain."""
 
     pins: tuple[str, ...] = ()
+    # Or an environment named by path (``bump --to PATH``: a virtual
+    # environment or a folder of wheels, see fuzz.toolchain_path); no pins then.
+    path: str = ""
 
     def __post_init__(self) -> None:
+        if self.path and self.pins:
+            raise ToolchainError(f"toolchain={self.path!r}: give pins or a path, not both")
         seen: set[str] = set()
         for pin in self.pins:
             name, _ = _split(pin)
@@ -96,7 +101,10 @@ class Toolchain:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """The pins that differ from today's, or ``pinned`` for today's set."""
+        """The pins that differ from today's, or ``pinned`` for today's set
+        (the folder, for a toolchain named by path)."""
+        if self.path:
+            return self.path
         today = set(Toolchain().resolved())
         moved = [pin for pin in self.resolved() if pin not in today]
         return ",".join(moved) if moved else "pinned (" + ",".join(self.resolved()) + ")"
@@ -192,6 +200,9 @@ def environment(toolchain: Toolchain, root: Path | None = None) -> Path:
     one good environment."""
     if not isinstance(toolchain, Toolchain):
         raise TypeError(f"toolchain={toolchain!r}: expected a Toolchain (see parse_pins)")
+    if toolchain.path:
+        raise TypeError(f"toolchain={toolchain.path!r}: named by path; "
+                        "fuzz.toolchain_path.prepare runs it")
     root = Path(root) if root is not None else _default_root()
     venv = root / toolchain.key()
     if _cached(venv, toolchain):
@@ -212,15 +223,18 @@ def environment(toolchain: Toolchain, root: Path | None = None) -> Path:
     return _python_in(venv)
 
 
-def _build(venv: Path, toolchain: Toolchain) -> None:
+def _build(venv: Path, toolchain: Toolchain, pins: Sequence[str] | None = None) -> None:
+    """uv environment at ``venv``: the harness plus ``pins`` (default: the
+    toolchain's resolved pins; ``fuzz.toolchain_path`` passes wheel files as
+    ``NAME @ file://...``) with the rest of the toolchain pinned."""
     uv = _uv_bin()
     env = _uv_environ()
     _uv(["venv", "--quiet", "--relocatable", "--python", sys.executable, str(venv)],
         uv, env, toolchain)
     overrides = venv / "overrides.txt"
-    # Overrides, not requirements: dlrm-fuzz itself pins today's versions, and
-    # an override is how uv lets a pin win over a dependency's own pin.
-    overrides.write_text("\n".join(toolchain.resolved()) + "\n")
+    # Overrides, not requirements: an override is how uv lets a pin win over
+    # a dependency's own range (a local build's version may lie outside it).
+    overrides.write_text("\n".join(toolchain.resolved() if pins is None else pins) + "\n")
     install = ["pip", "install", "--quiet", "--python", str(_python_in(venv)), *_pip_settings(),
                "--override", str(overrides)]
     if _is_checkout():
@@ -366,21 +380,31 @@ def run_in(toolchain: Toolchain, args: Sequence[str], root: Path | None = None,
     return run_with(environment(toolchain, root), args, timeout_s)
 
 
-def run_with(python: Path | str, args: Sequence[str],
-             timeout_s: float = 3600.0) -> subprocess.CompletedProcess[str]:
+def run_with(python: Path | str, args: Sequence[str], timeout_s: float = 3600.0,
+             pythonpath: str | None = None) -> subprocess.CompletedProcess[str]:
     """``PYTHON -m fuzz ARGS``, output captured. PYTHONPATH is dropped so this
-    install's packages cannot leak into another toolchain's environment."""
+    install's packages cannot leak into another toolchain's environment
+    (``pythonpath``: only this checkout, for an environment without dlrm-fuzz)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     return subprocess.run([str(python), "-m", "fuzz", *args], env=env, capture_output=True,
                           text=True, timeout=timeout_s)
 
 
 def toolchain_from(text: str) -> Toolchain:
-    """A toolchain from a command line: comma-separated pins, or the path of a
+    """A toolchain from a command line: comma-separated pins, a folder (a
+    virtual environment or wheels: ``fuzz.toolchain_path``), or the path of a
     constraints file (``constraints.txt``: its ``NAME==VERSION`` lines) or of
     a ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
     compares the base branch's file with the PR's)."""
     path = Path(text)
+    if "==" not in text and not text.endswith((".toml", ".txt")):
+        if not path.is_dir():
+            raise ToolchainError(f"toolchain={text!r}: no such folder; give a virtual "
+                                 "environment or a folder of wheels, NAME==VERSION pins, or a "
+                                 "constraints.txt")
+        return Toolchain(path=str(path.expanduser().absolute()))
     if text.endswith((".toml", ".txt")):
         if not path.is_file():
             raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins, a "
@@ -413,5 +437,5 @@ def constraints_pins(path: Path) -> tuple[str, ...]:
 
 
 def same_toolchain(a: Toolchain, b: Toolchain) -> bool:
-    """Do ``a`` and ``b`` resolve to the same pins?"""
-    return a.resolved() == b.resolved()
+    """Do ``a`` and ``b`` resolve to the same pins (or name the same folder)?"""
+    return (a.path, a.resolved()) == (b.path, b.resolved())
