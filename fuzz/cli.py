@@ -87,8 +87,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", type=parse_duration, default=60.0,
                      help="fuzzing time, e.g. 60s, 5m (default 60s; worker start-up not counted)")
     run.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0)")
-    run.add_argument("--corpus", type=Path, default=Path("corpus"),
-                     help="folder where failures are stored (default corpus/)")
+    run.add_argument("--corpus", type=Path, default=None,
+                     help="your corpus: where this campaign stores new and smaller cases "
+                          "(default $DLRM_FUZZ_CORPUS or ~/.local/share/dlrm-fuzz/corpus; "
+                          "--corpus corpus/ writes into the committed one)")
+    run.add_argument("--seed-corpus", type=Path, default=None, metavar="DIR",
+                     help="stored cases to start from, only read: the ones --corpus lacks "
+                          "are copied into it first (default without --corpus: corpus/, the "
+                          "committed regression suite, when it exists)")
     run.add_argument("--targets", default=None,
                      help="comma-separated targets (default: every target available here; "
                           "see `dlrm-fuzz targets`)")
@@ -395,6 +401,13 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
 
 
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
+    from fuzz.corpus_seed import default_corpus_dir, seed_corpus
+
+    if args.corpus is None:  # the user's corpus, started from the committed one
+        args.corpus = default_corpus_dir()
+        if args.seed_corpus is None:
+            args.seed_corpus = Path("corpus")
+    seeded = seed_corpus(args.seed_corpus, args.corpus)
     names = None if args.targets is None else tuple(
         n.strip() for n in args.targets.split(",") if n.strip())
     options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
@@ -410,7 +423,9 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
-                      f"corpus={args.corpus}", markup=False, soft_wrap=True)
+                      f"corpus={args.corpus}"
+                      + (f" (seeded with {seeded} cases from {args.seed_corpus})" if seeded
+                         else ""), markup=False, soft_wrap=True)
 
     progress = CampaignProgress(console, args.budget)
 
