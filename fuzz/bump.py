@@ -148,9 +148,11 @@ class Side:
     build_seconds: float
     reused_install: bool  # this process's own install, no environment built
     versions: dict[str, str] = field(default_factory=dict)
+    pythonpath: str = ""  # this checkout, for a --from/--to PATH without dlrm-fuzz
 
     def to_dict(self) -> dict[str, object]:
-        return {"label": self.label, "pins": list(self.toolchain.resolved()),
+        return {"label": self.label, "path": self.toolchain.path or None,
+                "pins": [] if self.toolchain.path else list(self.toolchain.resolved()),
                 "python": self.python, "build_seconds": round(self.build_seconds, 2),
                 "reused_install": self.reused_install, "versions": self.versions}
 
@@ -203,6 +205,12 @@ class BumpReport:
 
 def _side(label: str, toolchain: Toolchain, root: Path | None) -> Side:
     began = time.monotonic()
+    if toolchain.path:  # a venv or a folder of wheels, checked (and built) by path
+        from fuzz.toolchain_path import prepare
+
+        ready = prepare(toolchain.path, root)
+        return Side(label, toolchain, str(ready.python), time.monotonic() - began, False,
+                    pythonpath=ready.pythonpath or "")
     if same_toolchain(toolchain, current_toolchain()):
         return Side(label, toolchain, sys.executable, 0.0, True)
     python = environment(toolchain, root)
@@ -212,7 +220,7 @@ def _side(label: str, toolchain: Toolchain, root: Path | None) -> Side:
 def _call(side: Side, args: list[str], timeout_s: float, what: str
           ) -> subprocess.CompletedProcess[str]:
     try:
-        done = run_with(side.python, args, timeout_s)
+        done = run_with(side.python, args, timeout_s, side.pythonpath or None)
     except subprocess.TimeoutExpired as exc:
         raise BumpError(f"{what} on --{side.label} ({side.toolchain.describe()}) ran over "
                         f"{timeout_s:.0f}s; raise --timeout or lower --budget") from exc

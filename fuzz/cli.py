@@ -36,6 +36,7 @@ from fuzz.bump import BumpError
 from fuzz.cache import default_cache_dir
 from fuzz.cli_toolchains import add_parsers, bisect_command, bump_command
 from fuzz.plugins import PluginError, target_table
+from fuzz.toolchain_path import already_inside, reexec
 from fuzz.toolchains import ToolchainError
 from fuzz.targets import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
 from fuzz.workers import HarnessError
@@ -86,12 +87,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", type=parse_duration, default=60.0,
                      help="fuzzing time, e.g. 60s, 5m (default 60s; worker start-up not counted)")
     run.add_argument("--seed", type=_seed, default=0, help="Hypothesis seed (default 0)")
-    run.add_argument("--corpus", type=Path, default=Path("corpus"),
-                     help="folder where failures are stored (default corpus/)")
+    run.add_argument("--corpus", type=Path, default=None,
+                     help="your corpus: where this campaign stores new and smaller cases "
+                          "(default $DLRM_FUZZ_CORPUS or ~/.local/share/dlrm-fuzz/corpus; "
+                          "--corpus corpus/ writes into the committed one)")
+    run.add_argument("--seed-corpus", type=Path, default=None, metavar="DIR",
+                     help="stored cases to start from, only read: the ones --corpus lacks "
+                          "are copied into it first (default without --corpus: corpus/, the "
+                          "committed regression suite, when it exists)")
     run.add_argument("--targets", default=None,
                      help="comma-separated targets (default: every target available here; "
                           "see `dlrm-fuzz targets`)")
     _plugin_option(run)
+    _toolchain_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                      help="worker processes (default: number of cores)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
@@ -140,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("--write", action="store_true",
                        help="also (re)write and check repro.py, the tool files and REPORT.md")
     _plugin_option(repro)
+    _toolchain_option(repro)
     replay = sub.add_parser("replay", help="re-run every stored case: the corpus as a regression suite")
     replay.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     replay.add_argument("--repeat", type=_positive_int, default=3,
@@ -158,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--cache", type=Path, default=default_cache_dir())
     replay.add_argument("--no-cache", action="store_true")
     _plugin_option(replay)
+    _toolchain_option(replay)
     matrix = sub.add_parser("matrix", help="the lowering support matrix: DLRM features x targets")
     matrix.add_argument("--targets", default=None, help="comma-separated (default: all available)")
     matrix.add_argument("--features", default=None, help="comma-separated rows (default: all)")
@@ -170,11 +180,19 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--cache", type=Path, default=default_cache_dir())
     matrix.add_argument("--no-cache", action="store_true")
     _plugin_option(matrix)
+    _toolchain_option(matrix)
     add_parsers(sub, parse_duration, parse_duration_or_zero, _positive_int, _seed)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
     return parser
+
+
+def _toolchain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--toolchain", type=Path, default=None, metavar="PATH",
+                        help="run in another toolchain: a virtual environment with your "
+                             "torch-mlir / IREE build, or a folder of wheels to build one from "
+                             "(with uv); the command runs again with PATH/bin/python")
 
 
 def _plugin_option(parser: argparse.ArgumentParser) -> None:
@@ -184,11 +202,16 @@ def _plugin_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     # Piped output (CI logs) gets a wide console instead of rich's 80 columns.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True, highlight=False)
     try:
+        toolchain = getattr(args, "toolchain", None)
+        if toolchain is not None and not already_inside(toolchain):
+            # Replaces this process (fuzz.toolchain_path); returns only by raising.
+            reexec(toolchain, argv, lambda line: err.print(line, markup=False, soft_wrap=True))
         if args.command == "targets":
             return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":
@@ -270,7 +293,7 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     """Exit 0 when nothing unexpected happened (or without --strict); 1 with
     --strict on an unexpected outcome that --update did not record."""
     from fuzz.replay import ReplayResult, record_state, replay_corpus
-    from fuzz.versions import tool_versions
+    from fuzz.versions import recorded_versions
 
     lines = err if args.format == "json" else console
 
@@ -291,7 +314,7 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
                               "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
                 markup=False)
     if args.format == "json":
-        print(json.dumps({"toolchain": tool_versions(), "results": [r.to_dict() for r in results],
+        print(json.dumps({"toolchain": recorded_versions(), "results": [r.to_dict() for r in results],
                           "junk": junk}, indent=2))
     open_surprises = [r for r in results if r.unexpected
                       and not (args.update and record_state(args.path, r))]
@@ -378,6 +401,13 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
 
 
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
+    from fuzz.corpus_seed import default_corpus_dir, seed_corpus
+
+    if args.corpus is None:  # the user's corpus, started from the committed one
+        args.corpus = default_corpus_dir()
+        if args.seed_corpus is None:
+            args.seed_corpus = Path("corpus")
+    seeded = seed_corpus(args.seed_corpus, args.corpus)
     names = None if args.targets is None else tuple(
         n.strip() for n in args.targets.split(",") if n.strip())
     options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
@@ -393,7 +423,9 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
-                      f"corpus={args.corpus}", markup=False, soft_wrap=True)
+                      f"corpus={args.corpus}"
+                      + (f" (seeded with {seeded} cases from {args.seed_corpus})" if seeded
+                         else ""), markup=False, soft_wrap=True)
 
     progress = CampaignProgress(console, args.budget)
 

@@ -28,10 +28,11 @@ EXIT_NOT_COMPARABLE = 4
 def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) -> None:
     """Add ``bump`` and ``bisect`` to the ``dlrm-fuzz`` sub-command parsers."""
     bump = sub.add_parser("bump", help="compare two toolchains: new, fixed, moved bugs")
-    bump.add_argument("--to", required=True, metavar="PINS",
+    bump.add_argument("--to", required=True, metavar="PINS|PATH",
                       help="the new toolchain: NAME==VERSION pins, comma-separated "
-                           "(unnamed packages keep today's pins), or a pyproject.toml")
-    bump.add_argument("--from", dest="from_", default=None, metavar="PINS",
+                           "(unnamed packages keep today's pins), a constraints.txt, or the "
+                           "PATH of a virtual environment or folder of wheels (your own build)")
+    bump.add_argument("--from", dest="from_", default=None, metavar="PINS|PATH",
                       help="the old toolchain, same forms (default: this install's pins)")
     bump.add_argument("--corpus", type=Path, default=Path("corpus"))
     bump.add_argument("--out", type=Path, default=Path("bump"),

@@ -36,7 +36,7 @@ import numpy as np
 
 from fuzz.config import DLRMConfig, InvalidConfig
 from fuzz.sample import InvalidSample, Sample
-from fuzz.versions import tool_versions
+from fuzz.versions import recorded_versions
 from oracles.results import Stage
 from oracles.signature import KEY_VERSION
 from oracles.verdict import Verdict
@@ -88,7 +88,8 @@ class CorpusEntry:
     repro_status: str | None = None
     repro: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)
-    tool_versions: dict[str, str] = field(default_factory=tool_versions)
+    # Release versions plus what tells a local build apart (fuzz.versions).
+    tool_versions: dict[str, str] = field(default_factory=recorded_versions)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                time.gmtime()))
     key_version: int = KEY_VERSION

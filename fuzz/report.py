@@ -120,6 +120,8 @@ def report_markdown(folder: Path, entry: CorpusEntry, repro: dict[str, Any] | No
     out = [f"# {title(entry)}", "",
            f"- File against: **{up.project}** ({up.repository}), {up.component}",
            f"- Tool versions: {versions}",
+           *([f"- IREE build: {entry.tool_versions['iree-compile --version']}"]
+             if "iree-compile --version" in entry.tool_versions else []),
            f"- Seen on: {', '.join(entry.seen_on)} ({' and '.join(entry.shape_modes)} shapes)",
            f"- Found by dlrm-fuzz (differential fuzzing of DLRM against eager PyTorch), "
            f"bucket `{entry.bucket}`"

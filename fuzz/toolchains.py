@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = [
-    "PINNED", "Toolchain", "ToolchainError", "current_toolchain", "environment",
+    "PINNED", "Toolchain", "ToolchainError", "constraints_pins", "current_toolchain",
+    "environment",
     "parse_pins", "releases", "run_in", "run_with", "toolchain_from", "same_toolchain",
 ]
 
-# The pins of pyproject.toml's [project] dependencies (a test keeps the two in
-# step). Packages a Toolchain does not name keep these versions.
+# The pins of constraints.txt, the tested toolchain (a test keeps the two in
+# step; a copy here because an installed wheel carries no constraints file).
+# Packages a Toolchain does not name keep these versions.
 PINNED: tuple[str, ...] = (
     "iree-base-compiler==3.13.0",
     "iree-base-runtime==3.13.0",
@@ -69,8 +71,13 @@ class Toolchain:
     today's versions, so ``iree-base-compiler==3.10.0`` alone is a toolchain."""
 
     pins: tuple[str, ...] = ()
+    # Or an environment named by path (``bump --to PATH``: a virtual
+    # environment or a folder of wheels, see fuzz.toolchain_path); no pins then.
+    path: str = ""
 
     def __post_init__(self) -> None:
+        if self.path and self.pins:
+            raise ToolchainError(f"toolchain={self.path!r}: give pins or a path, not both")
         seen: set[str] = set()
         for pin in self.pins:
             name, _ = _split(pin)
@@ -94,7 +101,10 @@ class Toolchain:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """The pins that differ from today's, or ``pinned`` for today's set."""
+        """The pins that differ from today's, or ``pinned`` for today's set
+        (the folder, for a toolchain named by path)."""
+        if self.path:
+            return self.path
         today = set(Toolchain().resolved())
         moved = [pin for pin in self.resolved() if pin not in today]
         return ",".join(moved) if moved else "pinned (" + ",".join(self.resolved()) + ")"
@@ -190,6 +200,9 @@ def environment(toolchain: Toolchain, root: Path | None = None) -> Path:
     one good environment."""
     if not isinstance(toolchain, Toolchain):
         raise TypeError(f"toolchain={toolchain!r}: expected a Toolchain (see parse_pins)")
+    if toolchain.path:
+        raise TypeError(f"toolchain={toolchain.path!r}: named by path; "
+                        "fuzz.toolchain_path.prepare runs it")
     root = Path(root) if root is not None else _default_root()
     venv = root / toolchain.key()
     if _cached(venv, toolchain):
@@ -210,15 +223,18 @@ def environment(toolchain: Toolchain, root: Path | None = None) -> Path:
     return _python_in(venv)
 
 
-def _build(venv: Path, toolchain: Toolchain) -> None:
+def _build(venv: Path, toolchain: Toolchain, pins: Sequence[str] | None = None) -> None:
+    """uv environment at ``venv``: the harness plus ``pins`` (default: the
+    toolchain's resolved pins; ``fuzz.toolchain_path`` passes wheel files as
+    ``NAME @ file://...``) with the rest of the toolchain pinned."""
     uv = _uv_bin()
     env = _uv_environ()
     _uv(["venv", "--quiet", "--relocatable", "--python", sys.executable, str(venv)],
         uv, env, toolchain)
     overrides = venv / "overrides.txt"
-    # Overrides, not requirements: dlrm-fuzz itself pins today's versions, and
-    # an override is how uv lets a pin win over a dependency's own pin.
-    overrides.write_text("\n".join(toolchain.resolved()) + "\n")
+    # Overrides, not requirements: an override is how uv lets a pin win over
+    # a dependency's own range (a local build's version may lie outside it).
+    overrides.write_text("\n".join(toolchain.resolved() if pins is None else pins) + "\n")
     install = ["pip", "install", "--quiet", "--python", str(_python_in(venv)), *_pip_settings(),
                "--override", str(overrides)]
     if _is_checkout():
@@ -364,38 +380,62 @@ def run_in(toolchain: Toolchain, args: Sequence[str], root: Path | None = None,
     return run_with(environment(toolchain, root), args, timeout_s)
 
 
-def run_with(python: Path | str, args: Sequence[str],
-             timeout_s: float = 3600.0) -> subprocess.CompletedProcess[str]:
+def run_with(python: Path | str, args: Sequence[str], timeout_s: float = 3600.0,
+             pythonpath: str | None = None) -> subprocess.CompletedProcess[str]:
     """``PYTHON -m fuzz ARGS``, output captured. PYTHONPATH is dropped so this
-    install's packages cannot leak into another toolchain's environment."""
+    install's packages cannot leak into another toolchain's environment
+    (``pythonpath``: only this checkout, for an environment without dlrm-fuzz)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     return subprocess.run([str(python), "-m", "fuzz", *args], env=env, capture_output=True,
                           text=True, timeout=timeout_s)
 
 
 def toolchain_from(text: str) -> Toolchain:
-    """A toolchain from a command line: comma-separated pins, or the path of a
-    ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
+    """A toolchain from a command line: comma-separated pins, a folder (a
+    virtual environment or wheels: ``fuzz.toolchain_path``), or the path of a
+    constraints file (``constraints.txt``: its ``NAME==VERSION`` lines) or of
+    a ``pyproject.toml`` whose pinned dependencies are read (a bump workflow
     compares the base branch's file with the PR's)."""
     path = Path(text)
-    if text.endswith(".toml"):
+    if "==" not in text and not text.endswith((".toml", ".txt")):
+        if not path.is_dir():
+            raise ToolchainError(f"toolchain={text!r}: no such folder; give a virtual "
+                                 "environment or a folder of wheels, NAME==VERSION pins, or a "
+                                 "constraints.txt")
+        return Toolchain(path=str(path.expanduser().absolute()))
+    if text.endswith((".toml", ".txt")):
         if not path.is_file():
-            raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins or "
-                                 "the path of a pyproject.toml")
-        import tomllib
+            raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins, a "
+                                 "constraints.txt or a pyproject.toml")
         try:
-            deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ToolchainError(f"pins={text!r}: not a readable pyproject.toml ({exc}); "
+            lines = _pinned_lines(path)
+        except (OSError, ValueError) as exc:
+            raise ToolchainError(f"pins={text!r}: not a readable pin file ({exc}); "
                                  "fix the file or give NAME==VERSION pins") from None
         names = {_split(pin)[0] for pin in PINNED}
-        pins = tuple(dep.replace(" ", "") for dep in deps
-                     if _PIN.fullmatch(dep.replace(" ", "")) and _split(dep.replace(" ", ""))[0]
-                     in names)
+        pins = tuple(line for line in lines
+                     if _PIN.fullmatch(line) and _split(line)[0] in names)
         return Toolchain(pins)
     return parse_pins(text)
 
 
+def _pinned_lines(path: Path) -> list[str]:
+    """The requirement lines of a constraints file, or a pyproject.toml's
+    ``[project] dependencies``, spaces and comments dropped."""
+    if path.suffix == ".toml":
+        import tomllib
+        deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
+        return [str(dep).replace(" ", "") for dep in deps]
+    return [line.split("#", 1)[0].replace(" ", "") for line in path.read_text().splitlines()]
+
+
+def constraints_pins(path: Path) -> tuple[str, ...]:
+    """The exact toolchain pins of a constraints file, as written."""
+    return toolchain_from(str(path)).pins
+
+
 def same_toolchain(a: Toolchain, b: Toolchain) -> bool:
-    """Do ``a`` and ``b`` resolve to the same pins?"""
-    return a.resolved() == b.resolved()
+    """Do ``a`` and ``b`` resolve to the same pins (or name the same folder)?"""
+    return (a.path, a.resolved()) == (b.path, b.resolved())

@@ -43,3 +43,11 @@ def toolchain_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except toolchains.ToolchainError as exc:
         pytest.skip(str(exc))
     return tmp_path_factory.mktemp("toolchains")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _user_corpus(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A ``dlrm-fuzz run`` without ``--corpus`` stores into the user's corpus
+    (fuzz.corpus_seed); tests and the commands they spawn get a temporary one,
+    never the home folder's."""
+    os.environ["DLRM_FUZZ_CORPUS"] = str(tmp_path_factory.mktemp("user-corpus") / "corpus")

@@ -232,4 +232,4 @@ def test_the_example_workflow_calls_bump_with_options_that_exist() -> None:
     assert len(calls) == 1, calls
     args = _parser().parse_args(shlex.split(calls[0])[1:])
     assert args.command == "bump" and str(args.out) == "bump"
-    assert (str(args.from_), str(args.to)) == ("base-pyproject.toml", "pyproject.toml")
+    assert (str(args.from_), str(args.to)) == ("base-constraints.txt", "constraints.txt")

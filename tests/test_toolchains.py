@@ -3,6 +3,7 @@ environment for an older IREE (marked pipeline)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -13,17 +14,31 @@ from pathlib import Path
 import pytest
 
 from fuzz import toolchains
-from fuzz.toolchains import (PINNED, Toolchain, ToolchainError, current_toolchain, environment,
-                             parse_pins, run_in)
+from fuzz.toolchains import (PINNED, Toolchain, ToolchainError, constraints_pins,
+                             current_toolchain, environment, parse_pins, run_in, toolchain_from)
 
 ROOT = Path(__file__).resolve().parents[1]
 # The release the real bump and bisect tests use too: one environment for all.
 OLDER = "iree-base-compiler==3.12.0,iree-base-runtime==3.12.0"
 
 
-def test_pinned_matches_pyproject() -> None:
+def test_pinned_matches_constraints() -> None:
+    """bump's "pinned" side is the toolchain of constraints.txt, which tox,
+    CI and the README's install use; pyproject.toml names ranges only."""
+    assert set(constraints_pins(ROOT / "constraints.txt")) == set(PINNED)
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert set(PINNED) == {d for d in deps if "==" in d}
+    assert not [d for d in deps if "==" in d], "exact pins belong in constraints.txt"
+    names = {pin.split("==")[0] for pin in PINNED}
+    assert names <= {re.split(r"[<>=!~ ]", d)[0] for d in deps}
+
+
+def test_toolchain_from_a_constraints_file(tmp_path: Path) -> None:
+    pins = tmp_path / "constraints.txt"
+    pins.write_text("# base branch\ntorch==2.13.0\niree-base-compiler == 3.12.0  # old\n"
+                    "iree-base-runtime==3.12.0\nrich==13.0\n")
+    assert toolchain_from(str(pins)).describe() == OLDER
+    with pytest.raises(ToolchainError, match="no such file"):
+        toolchain_from(str(tmp_path / "missing.txt"))
 
 
 def test_parse_pins_overrides_only_named_packages() -> None:
