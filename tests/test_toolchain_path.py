@@ -34,8 +34,25 @@ def _venv(where: Path, packages: bool) -> Path:
         site = Path(subprocess.run([str(where / "bin" / "python"), "-c",
                                     "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    capture_output=True, text=True, check=True).stdout.strip())
-        (site / "host.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        (site / "host.pth").write_text(str(_host_packages_without_us(where.parent)) + "\n")
     return where
+
+
+OURS = ("fuzz", "strategies", "oracles")
+
+
+def _host_packages_without_us(where: Path) -> Path:
+    """This interpreter's site-packages as a folder of links, less dlrm-fuzz
+    itself: under tox dlrm-fuzz is installed there (not editable), and the
+    toolchain must look like one that lacks it."""
+    folder = where / "host-site-packages"
+    if not folder.exists():
+        folder.mkdir()
+        for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+            if entry.name in OURS or entry.name.lower().startswith(("dlrm_fuzz", "__editable__")):
+                continue
+            (folder / entry.name).symlink_to(entry)
+    return folder
 
 
 @pytest.fixture(scope="module")
