@@ -48,9 +48,9 @@ def without_known_wrong_answers(sample: Any) -> bool:
 
 def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path,
           keep: Path | None = None) -> dict[str, Any]:
-    from fuzz.coverage import shape_class
-    from fuzz.targets import EAGER, REFERENCE, resolve_targets
-    from fuzz.workers import WorkerPool
+    from fuzz.engine.coverage import shape_class
+    from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
+    from fuzz.engine.workers import WorkerPool
     from oracles import ReferenceFailed, Tolerance, Verdict, judge
 
     verdicts: dict[str, Counter[str]] = defaultdict(Counter)
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write each mismatching sample here (config.json, seed.txt, sample.npz)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from fuzz.targets import TARGETS, available_targets
+    from fuzz.targets.catalog import TARGETS, available_targets
 
     targets = args.targets.split(",") if args.targets else available_targets(TARGETS)
     from strategies.draw import draw_samples

@@ -48,9 +48,9 @@ def ratio(a: float, b: float) -> float:
 def batches_per_second(seconds: float) -> tuple[float, float]:
     import torch
 
-    from fuzz import pipeline
-    from fuzz.config import DLRMConfig
-    from fuzz.model import build, build_reference, to_torch
+    from fuzz.targets import pipeline
+    from fuzz.model.config import DLRMConfig
+    from fuzz.model.dlrm import build, build_reference, to_torch
     from oracles import compare
     from strategies import batches
     from hypothesis import HealthCheck, given, settings
@@ -90,7 +90,7 @@ def batches_per_second(seconds: float) -> tuple[float, float]:
 
 def campaign_seconds(cache_dir: Path | None, samples: int, targets: tuple[str, ...] | None,
                      corpus_dir: Path) -> tuple[float, int]:
-    from fuzz.campaign import CampaignOptions, run_campaign
+    from fuzz.engine.campaign import CampaignOptions, run_campaign
 
     options = CampaignOptions(budget_s=3600, seed=0, corpus_dir=corpus_dir, targets=targets,
                               workers=2, max_samples=samples, cache_dir=cache_dir,
@@ -104,7 +104,7 @@ def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None,
                     old: bool, ray: str | None = None) -> dict:
     """One generation-only campaign, fresh corpus and cold cache; the summary.
     ``ray``: workers as actors of a Ray cluster (``"local"``: started here)."""
-    from fuzz.campaign import CampaignOptions, run_campaign
+    from fuzz.engine.campaign import CampaignOptions, run_campaign
 
     tag = f"{'old' if old else 'new'}-{seed}{'-ray' if ray else ''}"
     options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
@@ -194,10 +194,10 @@ def ray_against_local(budget_s: float, targets: tuple[str, ...] | None) -> None:
 
 
 def table_size_compile_seconds() -> None:
-    from fuzz.pipeline import Timer
-    from fuzz.config import DLRMConfig
-    from fuzz.targets import TARGETS, CompiledTarget
-    from fuzz.sample import Batch
+    from fuzz.targets.pipeline import Timer
+    from fuzz.model.config import DLRMConfig
+    from fuzz.targets.catalog import TARGETS, CompiledTarget
+    from fuzz.model.sample import Batch
 
     target = TARGETS["iree-cpu"]
     assert isinstance(target, CompiledTarget)
@@ -224,7 +224,7 @@ def table_size_compile_seconds() -> None:
 
 
 def worker_startup_seconds() -> float:
-    from fuzz.workers import WorkerPool
+    from fuzz.engine.workers import WorkerPool
 
     start = time.perf_counter()
     with WorkerPool(2):
@@ -262,7 +262,7 @@ def main() -> None:
         cold, n = campaign_seconds(root / "cache", args.samples, targets, root / "c1")
         warm, _ = campaign_seconds(root / "cache", args.samples, targets, root / "c2")
         uncached, _ = campaign_seconds(None, args.samples, targets, root / "c3")
-    from fuzz.targets import TARGETS, available_targets
+    from fuzz.targets.catalog import TARGETS, available_targets
 
     names = targets or tuple(available_targets(TARGETS))
     cold_f, warm_f = cold - startup, warm - startup

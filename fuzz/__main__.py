@@ -2,7 +2,7 @@
 
 import sys
 
-from fuzz.cli import main
+from fuzz.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,7 +36,7 @@ def toolchain_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One folder of uv toolchain environments for the whole run, so the real
     bump, bisect and toolchain tests build each IREE release once. Skips the
     test when uv is missing (it comes with the ``test`` extra)."""
-    from fuzz import toolchains
+    from fuzz.regress import toolchains
 
     try:
         toolchains._uv_bin()
@@ -48,6 +48,6 @@ def toolchain_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _user_corpus(tmp_path_factory: pytest.TempPathFactory) -> None:
     """A ``dlrm-fuzz run`` without ``--corpus`` stores into the user's corpus
-    (fuzz.corpus_seed); tests and the commands they spawn get a temporary one,
+    (fuzz.store.seed); tests and the commands they spawn get a temporary one,
     never the home folder's."""
     os.environ["DLRM_FUZZ_CORPUS"] = str(tmp_path_factory.mktemp("user-corpus") / "corpus")

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.config import DLRMConfig
-from fuzz.sample import Batch, Sample
+from fuzz.model.config import DLRMConfig
+from fuzz.model.sample import Batch, Sample
 
 
 def tiny_config(**overrides: Any) -> DLRMConfig:
@@ -20,8 +20,8 @@ def tiny_config(**overrides: Any) -> DLRMConfig:
 def linalg_of(config: DLRMConfig, seed: int, batch: Batch) -> str:
     """The model's linalg-on-tensors program exported on ``batch``: exactly what
     the linalg targets compile (no cache)."""
-    from fuzz.pipeline import Timer
-    from fuzz.targets import TARGETS, CompiledTarget
+    from fuzz.targets.pipeline import Timer
+    from fuzz.targets.catalog import TARGETS, CompiledTarget
 
     target = TARGETS["refbackend"]
     assert isinstance(target, CompiledTarget)
@@ -60,10 +60,10 @@ def varied_sample(config: DLRMConfig | None = None, seed: int = 11) -> Sample:
 
 
 def assert_freed_workers_answer_while_one_hangs(pool: Any, hang_limit_s: float) -> None:
-    """No barrier, for any pool (``fuzz.workers.AnswerQueue``): with one
+    """No barrier, for any pool (``fuzz.engine.workers.AnswerQueue``): with one
     worker stuck on a hang, the others work through the queue, each answer
     comes back as soon as it is ready, and the hang's seconds count as busy."""
-    from fuzz.targets import resolve_targets
+    from fuzz.targets.catalog import resolve_targets
 
     sample = tiny_sample()
     hang, ok = resolve_targets(["fake-hang", "fake-ok"])

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fuzz.cache import ArtifactCache
-from fuzz.execute import execute
-from fuzz.sample import Sample
-from fuzz.targets import Target
+from fuzz.targets.cache import ArtifactCache
+from fuzz.engine.execute import execute
+from fuzz.model.sample import Sample
+from fuzz.targets.catalog import Target
 
 
 @dataclass(frozen=True)

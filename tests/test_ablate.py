@@ -10,9 +10,9 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from fuzz import edits
-from fuzz.ablate import Ablation, ablate, family, features
-from fuzz.sample import Sample
+from fuzz.triage import edits
+from fuzz.triage.ablate import Ablation, ablate, family, features
+from fuzz.model.sample import Sample
 from strategies.samples import samples
 from tests.helpers import tiny_config, tiny_sample, varied_sample
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import bisect as bisect_module
-from fuzz.bisect import (BisectError, Mark, Step, bisect_releases, parse_range, repro_test,
+from fuzz.regress import bisect as bisect_module
+from fuzz.regress.bisect import (BisectError, Mark, Step, bisect_releases, parse_range, repro_test,
                          versions_in)
 
 RELEASES = ["2.9.0", "3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.4.0", "3.5.0", "3.6.0", "3.7.0",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.bump import BumpReport, BumpRow, Change, Observation, Side, classify, observe
-from fuzz.bumpreport import bump_junit, bump_markdown, write_bump_files
-from fuzz.replay import ReplayResult, ReplayStatus
-from fuzz.toolchains import Toolchain, current_toolchain
+from fuzz.regress.bump import BumpReport, BumpRow, Change, Observation, Side, classify, observe
+from fuzz.regress.bumpreport import bump_junit, bump_markdown, write_bump_files
+from fuzz.regress.replay import ReplayResult, ReplayStatus
+from fuzz.regress.toolchains import Toolchain, current_toolchain
 from oracles import classify as classify_failure, error_key
 from oracles.compat import incompatibility
 from tests.test_normalize import INDEX, _failure
@@ -224,7 +224,7 @@ def test_the_example_workflow_calls_bump_with_options_that_exist() -> None:
     parses with today's command line."""
     import shlex
 
-    from fuzz.cli import _parser
+    from fuzz.cli.main import _parser
 
     workflow = Path(__file__).parents[1] / ".github" / "workflows" / "bump.yml"
     calls = [line.strip() for line in workflow.read_text().splitlines()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cache import ArtifactCache, cache_key
+from fuzz.targets.cache import ArtifactCache, cache_key
 from oracles.results import Failure, Stage
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus
-from fuzz.campaign import CampaignOptions, run_campaign
+from fuzz.store import corpus
+from fuzz.engine.campaign import CampaignOptions, run_campaign
 
 
 def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> Non
     could take the sample: the scheduler's cell fades, yet every generated
     sample (or its repaired variant) still goes to it, so no sample is
     thrown away whole (``unscheduled`` 0) and each is counted as generated once."""
-    from fuzz.campaign import Campaign
+    from fuzz.engine.campaign import Campaign
 
     submitted: list[int] = []
     submit = Campaign._submit
@@ -94,8 +94,8 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
     ``barrier`` and ``inline_weights`` every sample is submitted alone, with
     its weights inline and no extra draws; without them the same stream's
     weights-as-inputs samples keep their form and draws."""
-    import fuzz.campaign
-    from fuzz.campaign import Campaign
+    import fuzz.engine.campaign
+    from fuzz.engine.campaign import Campaign
     from tests.helpers import tiny_config, tiny_sample
 
     stream = [tiny_sample(tiny_config(weights=w), seed=i) for i, w in enumerate(["inputs", "inline"] * 3)]
@@ -106,7 +106,7 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
         for sample in stream:
             body(sample)
 
-    monkeypatch.setattr(fuzz.campaign, "each_sample", fixed_stream)
+    monkeypatch.setattr(fuzz.engine.campaign, "each_sample", fixed_stream)
     submit = Campaign._submit
 
     def record(old: bool) -> list[tuple[str, int, int]]:
@@ -134,7 +134,7 @@ def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Blame compares targets: a sample the scheduler sent to only some of
     them is re-run on all before a bucket the corpus does not know is filed."""
-    from fuzz.schedule import Planned, Scheduler
+    from fuzz.engine.schedule import Planned, Scheduler
 
     monkeypatch.setattr(Scheduler, "plan", lambda self, sample, targets: [
         Planned(sample, [t for t in targets if t.name != "fake-ok"])])
@@ -183,8 +183,8 @@ def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
 def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A HarnessError escaping a phase stops the campaign but returns its
     report (the CLI prints the summary and exits 3), naming the phase."""
-    from fuzz.campaign import Campaign
-    from fuzz.workers import HarnessError
+    from fuzz.engine.campaign import Campaign
+    from fuzz.engine.workers import HarnessError
 
     def broken(self, until: float) -> None:  # type: ignore[no-untyped-def]
         raise HarnessError("bug in dlrm-fuzz while running report:x:\nTraceback\nIndexError: boom")
@@ -204,7 +204,7 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
     """Three 2^23-row tables: float32 eager fits a 2000 MiB worker, the float64
     reference does not (PyTorch's allocator refuses). The sample is skipped
     and counted; the campaign goes on, with no harness error (exit 0)."""
-    import fuzz.campaign
+    import fuzz.engine.campaign
     from tests.helpers import tiny_config, tiny_sample
 
     stream = [tiny_sample(tiny_config(ln_emb=(2 ** 23,) * 3)), tiny_sample()]
@@ -213,7 +213,7 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
         for sample in stream:
             body(sample)
 
-    monkeypatch.setattr(fuzz.campaign, "each_sample", fixed_stream)
+    monkeypatch.setattr(fuzz.engine.campaign, "each_sample", fixed_stream)
     report = run_campaign(CampaignOptions(budget_s=600, seed=1, corpus_dir=tmp_path / "c",
                                           targets=("fake-ok",), workers=1, memory_mb=2000,
                                           shrink=False, replay=False, report=False))
@@ -225,7 +225,7 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
 
 
 def test_the_old_engine_switch_gives_each_output_type_its_own_import(tmp_path: Path) -> None:
-    from fuzz.campaign import Campaign
+    from fuzz.engine.campaign import Campaign
 
     for shared in (True, False):
         campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "c", targets=("iree-cpu", "iree-tosa"),
@@ -238,7 +238,7 @@ def test_a_shape_mode_is_exported_and_imported_once_per_sample(tmp_path: Path) -
     """Real pipeline, two workers, one sample on two dynamic-shape targets of
     different output types: the second waits for the first instead of
     exporting beside it, so exactly one of them spends time in export."""
-    from fuzz.campaign import Campaign
+    from fuzz.engine.campaign import Campaign
     from tests.helpers import tiny_config, tiny_sample
 
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", cache_dir=tmp_path / "cache",

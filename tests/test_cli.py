@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus
-from fuzz.cli import main, parse_duration
-from fuzz.edits import size_key
-from fuzz.targets import TARGETS
+from fuzz.store import corpus
+from fuzz.cli.main import main, parse_duration
+from fuzz.triage.edits import size_key
+from fuzz.targets.catalog import TARGETS
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

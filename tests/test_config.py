@@ -1,4 +1,4 @@
-"""Validation and JSON round trip of ``fuzz.config.DLRMConfig``.
+"""Validation and JSON round trip of ``fuzz.model.config.DLRMConfig``.
 
 Each invalid field must raise ``InvalidConfig`` (a ``ValueError``) whose message
 names the offending ``field=value`` and says what it must be: a bottom MLP that
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from fuzz.config import DLRMConfig, InvalidConfig, embedding_width, interaction_width
+from fuzz.model.config import DLRMConfig, InvalidConfig, embedding_width, interaction_width
 from tests.helpers import tiny_config
 
 

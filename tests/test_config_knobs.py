@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fuzz.config import DLRMConfig, InvalidConfig
+from fuzz.model.config import DLRMConfig, InvalidConfig
 
 
 def make(**overrides: Any) -> DLRMConfig:

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzz import corpus
-from fuzz.corpus import CorpusEntry, CorpusError
-from fuzz.sample import Sample
+from fuzz.store import corpus
+from fuzz.store.corpus import CorpusEntry, CorpusError
+from fuzz.model.sample import Sample
 from oracles import Stage, Verdict
 from tests.helpers import tiny_config, tiny_sample
 

@@ -1,4 +1,4 @@
-"""The quick start leaves the checkout clean (fuzz.corpus_seed): a campaign
+"""The quick start leaves the checkout clean (fuzz.store.seed): a campaign
 reads the committed corpus as a read-only seed and writes new and smaller
 cases to the user's own corpus. Fake targets keep it cheap (about 10 s)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus
-from fuzz.corpus_seed import default_corpus_dir, seed_corpus
+from fuzz.store import corpus
+from fuzz.store.seed import default_corpus_dir, seed_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ("--targets", "fake-raise", "--budget", "10s", "--workers", "1", "--no-replay",

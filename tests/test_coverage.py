@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzz.coverage import COLUMNS, Coverage, knob_values, shape_class
-from fuzz.sample import Batch, Sample
+from fuzz.engine.coverage import COLUMNS, Coverage, knob_values, shape_class
+from fuzz.model.sample import Batch, Sample
 from oracles.results import Stage
 from oracles.verdict import Outcome, Verdict
 from tests.helpers import tiny_config, tiny_sample

@@ -1,4 +1,4 @@
-"""fuzz.devices: which IREE runtime devices exist here, and reading results back.
+"""fuzz.targets.devices: which IREE runtime devices exist here, and reading results back.
 
 The availability asserts hold on any machine: a driver that is absent must say
 why (non-empty reason), one that is present must say nothing. The Vulkan
@@ -16,8 +16,8 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from fuzz import devices
-from fuzz.vulkan import prepare_for_vulkan
+from fuzz.targets import devices
+from fuzz.targets.vulkan import prepare_for_vulkan
 
 
 
@@ -87,8 +87,8 @@ class Tiny:
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[Tiny]:
     """The tiny DLRM lowered once, two batches and their float64 eager answers."""
-    from fuzz.execute import execute
-    from fuzz.targets import TARGETS
+    from fuzz.engine.execute import execute
+    from fuzz.targets.catalog import TARGETS
     from tests.helpers import linalg_of, tiny_config, tiny_sample
 
     sample = tiny_sample(tiny_config(), batches=2)
@@ -102,7 +102,7 @@ def _check_two_batches(tiny: Tiny, backend: str, flags: list[str], driver: str,
                        mlir: str | None = None) -> None:
     import iree.runtime as rt
 
-    from fuzz import pipeline
+    from fuzz.targets import pipeline
 
     vmfb = pipeline.compile_vmfb(mlir or tiny.mlir, backend, flags)
     context = rt.SystemContext(config=rt.Config(driver))
@@ -137,7 +137,7 @@ def test_the_runtime_folder_made_for_a_process_is_removed_when_it_exits(tmp_path
 
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     env["TMPDIR"] = str(tmp_path)
-    code = ("import os; from fuzz.devices import ensure_runtime_environment; "
+    code = ("import os; from fuzz.targets.devices import ensure_runtime_environment; "
             "ensure_runtime_environment(); print(os.environ['XDG_RUNTIME_DIR'])")
     made = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True, cwd=Path(__file__).resolve().parents[1]).stdout.strip()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import toolchains
-from fuzz.versions import build_identity, recorded_versions, tool_versions
+from fuzz.regress import toolchains
+from fuzz.targets.versions import build_identity, recorded_versions, tool_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 OLDER = ("iree-base-compiler==3.12.0", "iree-base-runtime==3.12.0")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus
+from fuzz.store import corpus
 
 
 def _alive(pgid: int) -> bool:

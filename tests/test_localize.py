@@ -19,13 +19,13 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
-from fuzz.cache import ArtifactCache
-from fuzz.config import DLRMConfig
-from fuzz.execute import execute
-from fuzz.localize import InvalidLocalizeArgument, Localization, culprit_name, first_divergent_op
-from fuzz.pipeline import StageFailure, Timer
-from fuzz.sample import Batch, Sample
-from fuzz.targets import FAKE_TARGETS, TARGETS, FakeWrongOpTarget, Target
+from fuzz.targets.cache import ArtifactCache
+from fuzz.model.config import DLRMConfig
+from fuzz.engine.execute import execute
+from fuzz.triage.localize import InvalidLocalizeArgument, Localization, culprit_name, first_divergent_op
+from fuzz.targets.pipeline import StageFailure, Timer
+from fuzz.model.sample import Batch, Sample
+from fuzz.targets.catalog import FAKE_TARGETS, TARGETS, FakeWrongOpTarget, Target
 from oracles.judge import judge
 from oracles.verdict import Verdict
 from tests.helpers import tiny_config, tiny_sample, varied_sample
@@ -108,7 +108,7 @@ def test_float64_twin_computes_the_same_integers_as_eager(overrides: dict[str, A
 
 
 def test_integers_are_judged_exactly_against_either_evaluation() -> None:
-    from fuzz.localize import _compare_exact
+    from fuzz.triage.localize import _compare_exact
 
     # A float-to-int cast of float64's value may land one apart from float32's.
     ref64, eager32 = np.array([2, 3, 4]), np.array([2, 2, 4])

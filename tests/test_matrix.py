@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.matrix import FEATURES, Matrix, compare_matrices, feature_sample, matrix_markdown
+from fuzz.regress.matrix import FEATURES, Matrix, compare_matrices, feature_sample, matrix_markdown
 
 
 @pytest.mark.parametrize("feature", list(FEATURES))

@@ -1,4 +1,4 @@
-"""Hand-computed checks that ``fuzz.model`` computes what DLRM's ``sequential_forward`` does.
+"""Hand-computed checks that ``fuzz.model.dlrm`` computes what DLRM's ``sequential_forward`` does.
 
 Every branch a config can select is pinned against small expectations worked out
 by hand and written as literals (weights are overwritten after ``build`` so the
@@ -24,8 +24,8 @@ import pytest
 import torch
 from torch import nn
 
-from fuzz.config import DLRMConfig
-from fuzz.model import (DLRM, MDTable, PlainTable, QRTable, QuantizedTable, build,
+from fuzz.model.config import DLRMConfig
+from fuzz.model.dlrm import (DLRM, MDTable, PlainTable, QRTable, QuantizedTable, build,
                         build_reference, to_torch)
 
 

@@ -1,11 +1,11 @@
 """The model's exported ATen ops, branch by branch, pinned against lists
 written from upstream's source (facebookresearch/dlrm ``dlrm_s_pytorch.py``
 ``DLRM_Net``, ``tricks/qr_embedding_bag.py``, ``tricks/md_embedding_bag.py``,
-``torch.nn.functional.embedding_bag``), so that a refactor of ``fuzz.model``
+``torch.nn.functional.embedding_bag``), so that a refactor of ``fuzz.model.dlrm``
 cannot drift from the program upstream DLRM hands a compiler.
 
 Each branch is the matrix's minimal DLRM with one feature on
-(``fuzz.matrix.feature_sample``), exported statically with ``torch.export``.
+(``fuzz.regress.matrix.feature_sample``), exported statically with ``torch.export``.
 Compared: the set of call targets (bookkeeping nodes such as
 ``_assert_tensor_metadata`` left out) and, since pooling mode, B+1 offsets,
 the padding row and per-sample weights are arguments rather than ops, the
@@ -21,8 +21,8 @@ import pytest
 import torch
 from torch import nn
 
-from fuzz.matrix import FEATURES, feature_sample
-from fuzz.model import build, to_torch
+from fuzz.regress.matrix import FEATURES, feature_sample
+from fuzz.model.dlrm import build, to_torch
 
 _BOOKKEEPING = {"aten._assert_tensor_metadata.default", "aten.sym_size.int",
                 "<built-in function getitem>", "aten._assert_scalar.default"}

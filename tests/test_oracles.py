@@ -292,7 +292,7 @@ def test_a_reference_out_of_memory_is_no_ones_bug_and_says_so() -> None:
     """A float64 reference (or eager float32) refused memory by the worker's
     cap raises ReferenceFailed marked ``out_of_memory`` (the campaign skips
     the sample); any other reference failure is a bug of ours."""
-    from fuzz.pipeline import StageFailure, memory_stage
+    from fuzz.targets.pipeline import StageFailure, memory_stage
     from oracles import ReferenceFailed, judge
 
     def refuse() -> None:
@@ -314,7 +314,7 @@ def test_a_reference_out_of_memory_is_no_ones_bug_and_says_so() -> None:
 
 
 def test_eager_float32_out_of_memory_skips_the_sample_but_its_other_failures_are_findings() -> None:
-    from fuzz.triage import Triage
+    from fuzz.triage.findings import Triage
     from oracles import ReferenceFailed
 
     triage = Triage(None, Tolerance())  # type: ignore[arg-type]  # outcomes() runs no job

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzz import corpus
-from fuzz.campaign import Campaign, CampaignOptions
-from fuzz.sample import Batch, Sample
-from fuzz.targets import EAGER, REFERENCE, resolve_targets
-from fuzz.triage import Triage
-from fuzz.workers import WorkerPool
+from fuzz.store import corpus
+from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.model.sample import Batch, Sample
+from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
+from fuzz.triage.findings import Triage
+from fuzz.engine.workers import WorkerPool
 from oracles import Tolerance, Verdict, bucket_for, mismatch_key
 from tests.helpers import tiny_config, tiny_sample
 
@@ -169,7 +169,7 @@ def test_eager_float32_failing_alone_is_pytorchs() -> None:
 
 
 def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
-    from fuzz.campaign import _merged
+    from fuzz.engine.campaign import _merged
 
     first = {"size_before": {"tables": 3}, "size_after": {"tables": 2}, "steps_tried": 10,
              "steps_accepted": 4, "seconds": 30.0, "stopped": "budget"}
@@ -219,8 +219,8 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     guard failed inside localization (a bug of ours, raised as a HarnessError):
     now such a candidate is a rejected step, counted in the shrink record, and
     shrinking carries on with the others and still swaps in a smaller case."""
-    from fuzz.execute import execute
-    from fuzz.workers import HarnessFault
+    from fuzz.engine.execute import execute
+    from fuzz.engine.workers import HarnessFault
 
     class InProcessPool:
         """Runs (target, sample) jobs here; the target's job on a candidate

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.config import DLRMConfig
-from fuzz.execute import TargetResult, execute
-from fuzz.targets import TARGETS
+from fuzz.model.config import DLRMConfig
+from fuzz.engine.execute import TargetResult, execute
+from fuzz.targets.catalog import TARGETS
 from oracles import Outcome, Verdict, judge
 from tests.helpers import tiny_config, tiny_sample
 
@@ -70,8 +70,8 @@ def test_one_import_lowered_per_output_type_is_what_export_and_import_gives(dyna
     become bucket keys)."""
     from torch_mlir import fx
 
-    from fuzz import pipeline
-    from fuzz.model import build, dynamic_shapes, to_torch, tracing_example
+    from fuzz.targets import pipeline
+    from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
 
     config = tiny_config(index_dtype="int32")  # int32 indices: linalg fails to verify
     plain = tiny_config()
@@ -106,9 +106,9 @@ def test_targets_of_one_shape_mode_share_one_export_and_import(tmp_path, shared:
     old path (``shared_import=False``) exports and imports for each."""
     import dataclasses
 
-    from fuzz.cache import ArtifactCache
-    from fuzz.pipeline import StageFailure, Timer
-    from fuzz.targets import CompiledTarget
+    from fuzz.targets.cache import ArtifactCache
+    from fuzz.targets.pipeline import StageFailure, Timer
+    from fuzz.targets.catalog import CompiledTarget
 
     cache = ArtifactCache(tmp_path)
     sample = tiny_sample(tiny_config(weights="inputs"))

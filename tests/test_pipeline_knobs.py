@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fuzz.config import DLRMConfig
-from fuzz.execute import TargetResult, execute
-from fuzz.sample import Batch, Sample
-from fuzz.targets import TARGETS
+from fuzz.model.config import DLRMConfig
+from fuzz.engine.execute import TargetResult, execute
+from fuzz.model.sample import Batch, Sample
+from fuzz.targets.catalog import TARGETS
 from oracles import Outcome, Tolerance, Verdict, judge
 
 pytestmark = pytest.mark.pipeline

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.plugins import PluginError, load_plugins, target_table
-from fuzz.targets import FakeTarget, IreeTarget
+from fuzz.targets.plugins import PluginError, load_plugins, target_table
+from fuzz.targets.catalog import FakeTarget, IreeTarget
 
 PLUGIN = textwrap.dedent("""
-    from fuzz.targets import FakeTarget, IreeTarget
+    from fuzz.targets.catalog import FakeTarget, IreeTarget
 
     def make_targets():
         return [
@@ -59,7 +59,7 @@ def test_factory_targets_join_the_table(plugin_dir: Path) -> None:
     ("no_such_module:f", "cannot import 'no_such_module'"),
     ("my_targets:missing", "has no callable 'missing'"),
     ("my_targets:clash", "target name 'iree-cpu' is already taken"),
-    ("my_targets:junk", "returned str, not a fuzz.targets.Target"),
+    ("my_targets:junk", "returned str, not a fuzz.targets.catalog.Target"),
     ("my_targets:boom", "its factory raised RuntimeError: plugin exploded"),
 ])
 def test_plugin_errors_are_one_line(plugin_dir: Path, spec: str, message: str) -> None:

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from fuzz.config import DLRMConfig
-from fuzz.matrix import feature_sample
+from fuzz.model.config import DLRMConfig
+from fuzz.regress.matrix import feature_sample
 from oracles.compare import (UNIT_ROUNDOFF, Tolerance, compare, gamma, probabilistic_gamma)
 
 

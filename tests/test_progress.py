@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fuzz.progress import CampaignProgress
+from fuzz.engine.progress import CampaignProgress
 
 
 @dataclass

@@ -23,11 +23,11 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm
 # process that has run the rest of the suite lost actors to their deadlines.
 pytestmark = pytest.mark.ray
 
-from fuzz.interrupt import Interrupted, stop_signals  # noqa: E402
-from fuzz.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
+from fuzz.engine.interrupt import Interrupted, stop_signals  # noqa: E402
+from fuzz.engine.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
                           needs_gpu, runs_here)
-from fuzz.targets import TARGETS, resolve_targets  # noqa: E402
-from fuzz.workers import HarnessError  # noqa: E402
+from fuzz.targets.catalog import TARGETS, resolve_targets  # noqa: E402
+from fuzz.engine.workers import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import (assert_followers_wait_for_their_leaders,  # noqa: E402
                            assert_freed_workers_answer_while_one_hangs, tiny_sample)  # noqa: E402
@@ -154,7 +154,7 @@ class TestLocalCluster:
     def test_jobs_on_this_machines_files_run_here(self, pool: RayPool) -> None:
         """A job that writes the corpus (a bug report) runs on the coordinator,
         the others on the actors, all answered through the same tickets."""
-        from fuzz.bugreport import BugReportJob
+        from fuzz.reports.bugreport import BugReportJob
 
         assert runs_here(BugReportJob("corpus/x")) and not runs_here(WhereAmI())
         ran_here = pool.ran_here
@@ -223,7 +223,8 @@ class TestClusterOfThisProcess:
         """The campaign's own phases (replay, generate, triage, report) with its
         pool swapped for a RayPool: the outcomes and buckets test_campaign's
         local run gets, the corpus written here."""
-        from fuzz import campaign, corpus
+        from fuzz.engine import campaign
+        from fuzz.store import corpus
 
         pools: list[RayPool] = []
 
@@ -297,7 +298,7 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
     saying so once the replacement actor has waited its start-up limit."""
     from ray.cluster_utils import Cluster
 
-    from fuzz import raypool
+    from fuzz.engine import raypool
 
     monkeypatch.setattr(raypool, "_STARTUP_TIMEOUT_S", 3.0)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
@@ -318,8 +319,8 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
 
 
 def test_a_node_with_another_toolchain_is_refused() -> None:
-    from fuzz import raypool
-    from fuzz.versions import tool_versions
+    from fuzz.engine import raypool
+    from fuzz.targets.versions import tool_versions
 
     pool = RayPool.__new__(RayPool)  # just the check, no cluster
     other = dict(tool_versions(), **{"iree-base-compiler": "3.12.0"})

@@ -1,4 +1,4 @@
-"""torch-mlir's reference backend (fuzz.refbackend) on the real toolchain: the
+"""torch-mlir's reference backend (fuzz.targets.refbackend) on the real toolchain: the
 tiny DLRM lowered to linalg-on-tensors, JIT-compiled by the ExecutionEngine
 the torch-mlir wheel ships, judged against eager float64. No IREE is involved
 except in the one test that compares the two backends' answers."""
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from fuzz import pipeline
-from fuzz.config import DLRMConfig
-from fuzz.model import build_reference, to_torch
-from fuzz.pipeline import StageFailure
-from fuzz.refbackend import RefBackendModule, refbackend_available
-from fuzz.sample import Batch, Sample
+from fuzz.targets import pipeline
+from fuzz.model.config import DLRMConfig
+from fuzz.model.dlrm import build_reference, to_torch
+from fuzz.targets.pipeline import StageFailure
+from fuzz.targets.refbackend import RefBackendModule, refbackend_available
+from fuzz.model.sample import Batch, Sample
 from tests.helpers import linalg_of, tiny_config, tiny_sample
 
 pytestmark = pytest.mark.pipeline
@@ -69,8 +69,8 @@ def test_a_float16_model_with_weights_as_inputs_runs_and_passes() -> None:
     """Its ``main`` takes float16 tables and MLPs as arguments: refbackend used
     to refuse f16 arguments, a COMPILE_ERROR filed under torch-mlir that was a
     gap of ours (the munged calling convention takes f16 like f32)."""
-    from fuzz.execute import execute
-    from fuzz.targets import EAGER, REFERENCE, TARGETS, resolve_targets
+    from fuzz.engine.execute import execute
+    from fuzz.targets.catalog import EAGER, REFERENCE, TARGETS, resolve_targets
     from oracles import Tolerance, Verdict, judge
 
     config = tiny_config(dtype="float16", weights="inputs")

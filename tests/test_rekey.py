@@ -8,9 +8,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from fuzz import corpus
-from fuzz.cli import main
-from fuzz.rekey import rekey
+from fuzz.store import corpus
+from fuzz.cli.main import main
+from fuzz.store.rekey import rekey
 from oracles import KEY_VERSION, Verdict, bucket_for, error_key
 from tests.helpers import tiny_sample
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz import corpus
-from fuzz.campaign import Campaign, CampaignOptions, ReplayRecord
-from fuzz.corpus import CorpusEntry
-from fuzz.replay import ReplayStatus, judge_runs
+from fuzz.store import corpus
+from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
+from fuzz.store.corpus import CorpusEntry
+from fuzz.regress.replay import ReplayStatus, judge_runs
 from oracles import Verdict
 from tests.helpers import tiny_sample
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz import corpus
-from fuzz.corpus import CorpusEntry
-from fuzz.report import digest_json, digest_markdown, report_markdown, upstream_of
+from fuzz.store import corpus
+from fuzz.store.corpus import CorpusEntry
+from fuzz.reports.markdown import digest_json, digest_markdown, report_markdown, upstream_of
 from oracles import Stage, Verdict
 from tests.helpers import tiny_config, tiny_sample
 
@@ -99,8 +99,8 @@ def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path
     with the summary), and every other bucket still gets its report."""
     from types import SimpleNamespace
 
-    from fuzz.campaign import Campaign, CampaignOptions
-    from fuzz.workers import HarnessFault
+    from fuzz.engine.campaign import Campaign, CampaignOptions
+    from fuzz.engine.workers import HarnessFault
 
     root = tmp_path / "corpus"
     entries = _entries()

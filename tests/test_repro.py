@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fuzz.config import DLRMConfig
-from fuzz.corpus import CorpusEntry
-from fuzz.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_parts, repro_target, run_repro,
+from fuzz.model.config import DLRMConfig
+from fuzz.store.corpus import CorpusEntry
+from fuzz.reports.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_parts, repro_target, run_repro,
                         write_repro)
-from fuzz.sample import Batch, Sample
+from fuzz.model.sample import Batch, Sample
 from oracles.results import Stage
 from oracles.verdict import Verdict
 from tests.helpers import tiny_config, tiny_sample
@@ -198,11 +198,11 @@ def test_an_exception_a_repro_did_not_expect_exits_2_not_1(
     """Exit 1 means "bug present" only: a script that dies of an error it did
     not expect (here the data it loads is gone) cannot run, exit 2, in every
     form, the crash/hang supervisor's parent included."""
-    import fuzz.repro
+    import fuzz.reports.repro
 
     sample = tiny_sample(one_table(weighted_pooling="fixed"))
     if form == "single-op":
-        monkeypatch.setattr(fuzz.repro, "INLINE_MAX_ELEMENTS", 0)  # every operand in an arg*.npy
+        monkeypatch.setattr(fuzz.reports.repro, "INLINE_MAX_ELEMENTS", 0)  # every operand in an arg*.npy
         entry, gone = weighted_entry(sample), "arg0.npy"
     elif form == "model":
         entry, gone = make_entry(sample, WEIGHTED.replace("op:", "features:"), "iree-cpu",
@@ -286,7 +286,7 @@ def test_int32_lowering_failure_reproduces(no_fuzz_python: str, tmp_path: Path) 
 
 @pytest.mark.pipeline
 def test_vulkan_dynamic_empty_table_runtime_error_reproduces(no_fuzz_python: str, tmp_path: Path) -> None:
-    from fuzz.devices import device_availability
+    from fuzz.targets.devices import device_availability
 
     ok, why = device_availability("vulkan")
     if not ok:
@@ -372,7 +372,7 @@ def test_default_vulkan_target_bug_reproduces_on_that_target(no_fuzz_python: str
     """A repro compiles for the target the bug was seen on: for
     `iree-vulkan-default` IREE's default (int64-less) target, not the
     described device (where the same program compiles)."""
-    from fuzz import devices
+    from fuzz.targets import devices
 
     ok, why = devices.device_availability("vulkan")
     if not ok:
@@ -396,8 +396,8 @@ def test_a_low_precision_single_op_repro_judges_in_its_own_dtypes(
     the dtypes the op names in float64 (the twin died "Tensor dtype mismatch!"
     before), and bfloat16 operands, which numpy cannot hold, enter as float32
     and are cast inside. IREE computes both right: a verdict, exit 0."""
-    from fuzz.repro import _attempt
-    from fuzz.targets import TARGETS, IreeTarget
+    from fuzz.reports.repro import _attempt
+    from fuzz.targets.catalog import TARGETS, IreeTarget
 
     sample = tiny_sample(one_table(dtype=dtype, sigmoid_top=0))
     entry = make_entry(sample, f"MISMATCH|torch-mlir:linalg-on-tensors|{culprit}", "iree-cpu",
@@ -438,8 +438,8 @@ def test_a_refbackend_only_wrong_answer_gets_a_refbackend_repro_that_exits_1(
 def export_error_entry(config: DLRMConfig, target: str) -> CorpusEntry:
     """The bucket the fuzzer files for ``config``'s export failure on
     ``target``: keyed from the real failure, as triage keys it."""
-    from fuzz.pipeline import StageFailure, Timer
-    from fuzz.targets import TARGETS, CompiledTarget
+    from fuzz.targets.pipeline import StageFailure, Timer
+    from fuzz.targets.catalog import TARGETS, CompiledTarget
     from oracles.classify import classify
     from oracles.signature import error_key
 

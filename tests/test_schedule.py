@@ -9,9 +9,9 @@ import pytest
 
 from pathlib import Path
 
-from fuzz.sample import Sample
-from fuzz.schedule import Scheduler
-from fuzz.targets import TARGETS, Target
+from fuzz.model.sample import Sample
+from fuzz.engine.schedule import Scheduler
+from fuzz.targets.catalog import TARGETS, Target
 from tests.helpers import tiny_sample
 
 LINALG = [TARGETS[n] for n in ("iree-cpu", "refbackend", "iree-vmvx")]
@@ -120,8 +120,8 @@ def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     the first target of each shape mode (one export and import each), then
     the first of each output type (its backend pipeline), then the first of
     each compiled artifact (backend and flags), then the rest."""
-    from fuzz.campaign import dispatch_order
-    from fuzz.targets import TARGETS, available_targets, resolve_targets
+    from fuzz.engine.campaign import dispatch_order
+    from fuzz.targets.catalog import TARGETS, available_targets, resolve_targets
 
     targets = resolve_targets(available_targets(TARGETS))
     ordered = dispatch_order(targets)
@@ -141,8 +141,8 @@ def test_each_follower_waits_for_the_target_whose_cached_work_it_reuses_most() -
     """The same artifact first (iree-cpu-sync runs iree-cpu's vmfb), else the
     same lowered program, else the same import (shape mode); each shape
     mode's first target waits for nothing."""
-    from fuzz.campaign import dispatch_order, leaders
-    from fuzz.targets import TARGETS, available_targets, resolve_targets
+    from fuzz.engine.campaign import dispatch_order, leaders
+    from fuzz.targets.catalog import TARGETS, available_targets, resolve_targets
 
     ordered = dispatch_order(resolve_targets(available_targets(TARGETS)))
     names = [t.name for t in ordered]
@@ -234,7 +234,7 @@ def test_groups_with_the_same_odds_are_skipped_together() -> None:
 def _int32_sample(seed: int = 7) -> Sample:
     """int32 indices and no other feature (no empty bags), so a repair of the
     doomed features is exactly ``index_dtype=int32``."""
-    from fuzz.edits import fill_empty_bags
+    from fuzz.triage.edits import fill_empty_bags
 
     filled = fill_empty_bags(tiny_sample(_features_sample(index_dtype="int32").config, seed=seed))
     assert filled is not None and filled.features() == ["index_dtype=int32", "interaction=dot"]
@@ -277,7 +277,7 @@ def test_a_sample_is_never_thrown_away_whole() -> None:
     repaired (the default dot interaction): its cell fades, but a sample
     offered to TOSA alone still goes there; next to a group that passes, the
     passing group takes it and TOSA is skipped."""
-    from fuzz.edits import fill_empty_bags
+    from fuzz.triage.edits import fill_empty_bags
 
     plain = fill_empty_bags(tiny_sample())
     assert plain is not None and plain.features() == ["interaction=dot"]
@@ -303,9 +303,9 @@ def test_a_wrong_answer_behind_a_doomed_feature_is_found_on_the_repaired_variant
     wrong: once int32 is doomed there, an int32 sample reaches compile and run
     as its int64 variant, the wrong answer is filed as a MISMATCH whose case
     is the variant and names the repair, and REPORT-facing text says so."""
-    from fuzz.campaign import Campaign, CampaignOptions
-    from fuzz.corpus import load_entry
-    from fuzz.triage import Triage
+    from fuzz.engine.campaign import Campaign, CampaignOptions
+    from fuzz.store.corpus import load_entry
+    from fuzz.triage.findings import Triage
     from oracles.verdict import Verdict
 
     campaign = Campaign(CampaignOptions(targets=("fake-int32-then-wrong-relu",),

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz import edits
-from fuzz.sample import Sample
-from fuzz.shrink import PASSES, ShrinkResult, StepRejected, shrink
+from fuzz.triage import edits
+from fuzz.model.sample import Sample
+from fuzz.triage.shrink import PASSES, ShrinkResult, StepRejected, shrink
 from strategies import dlrm_configs
 from strategies.samples import samples
 from tests.helpers import tiny_config, tiny_sample, varied_sample
@@ -280,9 +280,9 @@ def test_arguments_are_validated() -> None:
 @pytest.mark.pipeline
 @pytest.mark.slow  # minutes of real compiles; test_phases shrinks the same bug within a campaign
 def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
-    import oracles  # noqa: F401  (oracles before fuzz.execute: import order)
-    from fuzz.execute import execute
-    from fuzz.targets import TARGETS
+    import oracles  # noqa: F401  (oracles before fuzz.engine.execute: import order)
+    from fuzz.engine.execute import execute
+    from fuzz.targets.catalog import TARGETS
     from oracles.judge import ReferenceFailed, judge
     from oracles.verdict import Verdict
 
@@ -307,7 +307,7 @@ def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
     assert mismatch(result.sample)
     assert isinstance(result, ShrinkResult)
     # The same predicate localizes the bug by ablation: pooling weights alone.
-    from fuzz.ablate import ablate
+    from fuzz.triage.ablate import ablate
     ablation = ablate(start, mismatch, budget_s=60)
     print(json.dumps({k: v for k, v in ablation.to_dict().items() if k != "config"}))
     assert ablation.minimal == ("weighted_pooling=learned",)

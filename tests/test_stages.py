@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.pipeline import StageFailure, run_stage
+from fuzz.targets.pipeline import StageFailure, run_stage
 from oracles.classify import first_error_line
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig
-from fuzz.sample import Sample
+from fuzz.model.config import DLRMConfig
+from fuzz.model.sample import Sample
 from strategies import ConfigLimits, bags, batches, batches_like, dlrm_configs, samples
 
 
@@ -205,5 +205,5 @@ def test_a_seed_gives_one_stream_whatever_modules_are_imported() -> None:
     env = {**os.environ, "PYTHONPATH": str(root)}
     streams = {subprocess.run([sys.executable, "-c", _STREAM_SCRIPT, *extra], cwd=root, env=env,
                               capture_output=True, text=True, check=True).stdout
-               for extra in ([], ["fuzz.campaign", "fuzz.localize", "tests.helpers"])}
+               for extra in ([], ["fuzz.engine.campaign", "fuzz.triage.localize", "tests.helpers"])}
     assert len(streams) == 1 and len(next(iter(streams)).split(",")) == 12, streams

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig
-from fuzz.sample import Sample
+from fuzz.model.config import DLRMConfig
+from fuzz.model.sample import Sample
 from strategies import SHAPE_CLASSES, dlrm_configs, samples, shape_classes
 
 KNOB_VALUES = [("dtype", "float16"), ("dtype", "bfloat16"), ("quantize_mlp", "qint8"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.execute import execute
-from fuzz.targets import (TARGETS, CompiledTarget, UnavailableTarget, UnknownTarget,
+from fuzz.engine.execute import execute
+from fuzz.targets.catalog import (TARGETS, CompiledTarget, UnavailableTarget, UnknownTarget,
                           available_targets, resolve_targets)
 from oracles import Verdict, judge
 from tests.helpers import tiny_config, varied_sample
@@ -126,7 +126,7 @@ def test_gpu_target_runs_in_a_capped_worker(name: str) -> None:
     ok, why = TARGETS[name].availability()
     if not ok:
         pytest.skip(f"{name}: {why}")
-    from fuzz.workers import ExecuteJob, WorkerPool
+    from fuzz.engine.workers import ExecuteJob, WorkerPool
 
     sample = varied_sample()
     with WorkerPool(1, timeout_s=300) as pool:  # the campaign's default cap

@@ -1,4 +1,4 @@
-"""``--toolchain PATH`` (fuzz.toolchain_path): a toolchain that cannot run is
+"""``--toolchain PATH`` (fuzz.regress.toolchain_path): a toolchain that cannot run is
 one line and exit 2; a runnable one gets the command re-executed in its
 interpreter (proved by the interpreter each stored case records), for
 ``run`` and for both sides of ``bump``. The environment used here is a venv
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cli import main
-from fuzz.toolchain_path import MARKER, Prepared, child_command, prepare, strip_option
-from fuzz.toolchains import ToolchainError, toolchain_from
+from fuzz.cli.main import main
+from fuzz.regress.toolchain_path import MARKER, Prepared, child_command, prepare, strip_option
+from fuzz.regress.toolchains import ToolchainError, toolchain_from
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_RUN = ("--targets", "fake-raise", "--budget", "5s", "--max-samples", "1", "--workers", "1",

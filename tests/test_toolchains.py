@@ -1,4 +1,4 @@
-"""fuzz.toolchains: pin parsing and keys (no network), and one real uv
+"""fuzz.regress.toolchains: pin parsing and keys (no network), and one real uv
 environment for an older IREE (marked pipeline)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import toolchains
-from fuzz.toolchains import (PINNED, Toolchain, ToolchainError, constraints_pins,
+from fuzz.regress import toolchains
+from fuzz.regress.toolchains import (PINNED, Toolchain, ToolchainError, constraints_pins,
                              current_toolchain, environment, parse_pins, run_in, toolchain_from)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """Tool-ready files reproduce each kind of bucket without Python: the commands
-``fuzz.toolfiles`` returns are run as a reader of REPORT.md would run them
+``fuzz.reports.toolfiles`` returns are run as a reader of REPORT.md would run them
 (torch-mlir-opt for a lowering failure, iree-compile for a compile failure,
 iree-compile + iree-run-module for a runtime failure and a mismatch), and a
 healthy program passes the same run with the same tolerance."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzz.corpus import CorpusEntry
-from fuzz.sample import Sample
-from fuzz.targets import TARGETS
-from fuzz.toolfiles import (COMPILE_FLAGS, RUN_FLAGS, ToolFiles, lowering_pipeline,
+from fuzz.store.corpus import CorpusEntry
+from fuzz.model.sample import Sample
+from fuzz.targets.catalog import TARGETS
+from fuzz.reports.toolfiles import (COMPILE_FLAGS, RUN_FLAGS, ToolFiles, lowering_pipeline,
                             run_tool_commands, write_tool_files)
 from oracles import Stage, Verdict
 from tests.helpers import tiny_config, tiny_sample, varied_sample

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuzz import devices
-from fuzz.vulkan import LAVAPIPE_TARGET, prepare_for_vulkan, vulkan_device_name
+from fuzz.targets import devices
+from fuzz.targets.vulkan import LAVAPIPE_TARGET, prepare_for_vulkan, vulkan_device_name
 
 pytestmark = pytest.mark.pipeline
 
@@ -46,7 +46,7 @@ def test_long_reduction_is_right_on_this_vulkan_device() -> None:
         pytest.skip(reason)
     import iree.runtime as rt
 
-    from fuzz import pipeline
+    from fuzz.targets import pipeline
 
     mlir, flags = prepare_for_vulkan(ROW_SUM, ())
     vmfb = pipeline.compile_vmfb(mlir, "vulkan-spirv", flags)

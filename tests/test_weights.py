@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from fuzz.execute import execute
-from fuzz.model import build, to_torch
-from fuzz.pipeline import Timer
-from fuzz.targets import TARGETS, CompiledTarget
-from fuzz.weights import WeightsAsInputs, export_form, state_arrays, state_names, \
+from fuzz.engine.execute import execute
+from fuzz.model.dlrm import build, to_torch
+from fuzz.targets.pipeline import Timer
+from fuzz.targets.catalog import TARGETS, CompiledTarget
+from fuzz.model.weights import WeightsAsInputs, export_form, state_arrays, state_names, \
     weights_as_inputs
 from oracles import Verdict, judge
 from tests.helpers import tiny_config, tiny_sample, varied_sample
@@ -87,8 +87,8 @@ def test_one_program_for_every_seed_and_any_table_size() -> None:
 def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Draws are judged like batches; the first that fails where the
     sample's own seed passed is queued, re-seeded, as a sample of its own."""
-    from fuzz.campaign import Campaign, CampaignOptions, _InFlight
-    from fuzz.triage import Triage
+    from fuzz.engine.campaign import Campaign, CampaignOptions, _InFlight
+    from fuzz.triage.findings import Triage
     from oracles import Tolerance
     from oracles.results import TargetResult
 

@@ -1,0 +1,545 @@
+"""Workers as Ray actors across machines (``dlrm-fuzz run --ray ADDRESS``): a
+drop-in for ``fuzz.engine.workers.WorkerPool`` while the coordinator keeps
+generation, dedup, shrinking and the corpus.
+
+Each actor owns a one-worker local ``WorkerPool`` and runs every job through
+it, so a compiler that segfaults, aborts, hangs or eats memory is the same
+CRASH / TIMEOUT finding as on one machine and the actor itself survives it.
+An actor that dies (its node lost, its process killed, no answer long after
+the job's own time limit) is no finding: its job goes to another actor, up to
+``MAX_ATTEMPTS`` times, and the actor is replaced when the cluster has room;
+the run goes on with the actors left. Jobs whose target needs a GPU run on
+actors that reserve one (``gpu_workers``); jobs that write the corpus run
+here, in a local worker (``runs_here``). Ray is imported lazily: the base
+install has none (``pip install 'dlrm-fuzz[ray]'``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fuzz.targets.catalog import TARGETS, Target
+from fuzz.targets.versions import tool_versions
+from fuzz.engine.workers import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
+from oracles.results import TargetResult
+
+__all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "runs_here", "check_gpu_workers", "MAX_ATTEMPTS",
+           "GRACE_S"]
+
+MAX_ATTEMPTS = 3  # actors a job may lose before it is a harness error
+GRACE_S = 60.0  # beyond the job's own time limit, before its actor is presumed lost
+_STARTUP_TIMEOUT_S = 300.0
+_SLICE_S = 0.25
+_INSTALL_HINT = "pip install 'dlrm-fuzz[ray]'"
+
+_log = logging.getLogger(__name__)
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is missing, its cluster unreachable or too small for the pool asked for."""
+
+
+class ClusterLost(HarnessError):
+    """The cluster lost what a job needs: the job lost ``MAX_ATTEMPTS`` actors,
+    or no node is left to start one on. Not a finding, and not a bug of
+    dlrm-fuzz either (a ``HarnessError`` so that it stops a campaign the same way)."""
+
+
+def needs_gpu(target: Target) -> bool:
+    """Whether ``target`` runs only on a real GPU (CUDA or HIP), hence on an
+    actor reserving one. Vulkan is not: lavapipe gives every CPU node a Vulkan
+    device, so a Vulkan target checks what the node it lands on has."""
+    backend, driver = getattr(target, "backend", None), getattr(target, "driver", None)
+    return backend in ("cuda", "rocm") or driver in ("cuda", "hip")
+
+
+def check_gpu_workers(targets: Sequence[Target], gpu_workers: int) -> None:
+    """A one-line error when a GPU target would have no actor to run on."""
+    gpu = [t.name for t in targets if needs_gpu(t)]
+    if gpu and gpu_workers < 1:
+        raise RayUnavailable(f"target={gpu[0]!r} needs a GPU but gpu_workers={gpu_workers}: "
+                             f"reserve GPU actors with --ray-gpu-workers N")
+
+
+def runs_here(job: Job) -> bool:
+    """Whether ``job`` reads or writes this machine's files (the corpus), so
+    that it must run on the coordinator, not on whichever node is free: a
+    ``BugReportJob`` (repro.py, tool files), or any job saying so with a true
+    ``runs_here`` attribute."""
+    from fuzz.reports.bugreport import BugReportJob
+
+    return isinstance(job, BugReportJob) or bool(getattr(job, "runs_here", False))
+
+
+def _job_target(job: Job) -> Target | None:
+    target = getattr(job, "target", None)
+    return target if isinstance(target, Target) else TARGETS.get(job.target_name)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailable(f"Ray is not installed ({exc}): {_INSTALL_HINT}") from None
+    return ray
+
+
+class _PoolActor:
+    """One Ray actor: a one-worker ``WorkerPool`` on its node (made a Ray
+    actor class by ``_actor_class``, so this module imports without Ray)."""
+
+    def __init__(self, timeout_s: float, memory_mb: int | None, preload: bool,
+                 cache_dir: str | None, cache_mb: int) -> None:
+        self._pool = WorkerPool(1, timeout_s, memory_mb, preload,
+                                Path(cache_dir) if cache_dir else None, cache_mb)
+
+    def hello(self) -> dict[str, Any]:
+        """Who and where: checked by the coordinator (one toolchain everywhere)."""
+        return {"host": socket.gethostname(), "pid": os.getpid(), "versions": tool_versions()}
+
+    def run(self, job: Job) -> tuple[str, Any, float]:
+        began = time.monotonic()
+        try:
+            answer = self._pool.run([job])[0]
+        except HarnessError as exc:
+            return "harness-error", str(exc), time.monotonic() - began
+        return "result", answer, time.monotonic() - began
+
+    def stop(self) -> None:
+        """Kill the worker process (it may be deep in a compile): an actor
+        killed by Ray would leave it running as an orphan."""
+        for child in multiprocessing.active_children():
+            child.kill()
+
+
+_ACTOR_CLASS: Any = None
+
+
+def _actor_class() -> Any:
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        # Two threads: ``stop`` must get through while ``run`` waits on a job.
+        _ACTOR_CLASS = _ray().remote(max_concurrency=2)(_PoolActor)
+    return _ACTOR_CLASS
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    gpu: bool
+    ready: Any  # the ObjectRef of ``hello`` until the actor has answered it
+    born: float
+    where: str = ""
+    ticket: int | None = None  # the job it runs
+    job: Job | None = None
+    attempts: int = 0
+    ref: Any = None
+    started: float = 0.0
+    deadline: float = 0.0
+
+
+class RayPool(AnswerQueue):
+    """``size`` CPU actors (``num_cpus=1`` each) and ``gpu_workers`` GPU actors
+    (``num_cpus=1, num_gpus=1``) on the Ray cluster at ``address``: "auto" (the
+    one ``ray start`` made on this machine), "HOST:PORT", or "local" (a
+    cluster of this process, shut down by ``close``). When this process is
+    already connected to Ray, that connection is used and left open. Same
+    interface as ``WorkerPool``: ``submit`` / ``completed`` / ``run``,
+    ``slots``, ``pending``, ``replaced``, ``busy_s``."""
+
+    def __init__(self, size: int, timeout_s: float = 120.0, memory_mb: int | None = 8192,
+                 preload: bool = True, cache_dir: Path | None = None, cache_mb: int = 2048,
+                 address: str = "auto", gpu_workers: int = 0, grace_s: float = GRACE_S) -> None:
+        if size < 1:
+            raise ValueError(f"workers={size}: must be >= 1")
+        if gpu_workers < 0:
+            raise ValueError(f"gpu_workers={gpu_workers}: must be >= 0")
+        self.timeout_s, self.grace_s = timeout_s, grace_s
+        self.address = address
+        self.gpu_workers = gpu_workers
+        self.memory_mb, self.preload, self.cache_dir, self.cache_mb = (memory_mb, preload,
+                                                                      cache_dir, cache_mb)
+        self._args = (timeout_s, memory_mb, preload,
+                      str(cache_dir) if cache_dir is not None else None, cache_mb)
+        self.replaced = 0
+        self.busy_s = 0.0
+        self.lost: list[str] = []  # why each lost actor was lost, for the log and the report
+        self._tickets = 0
+        self._ready: list[tuple[int, Any]] = []
+        self._after: dict[int, int] = {}
+        self._urgent: set[int] = set()
+        self._queues: dict[bool, collections.deque[tuple[int, Job, int]]] = {
+            False: collections.deque(), True: collections.deque()}
+        self._actors: list[_Actor] = []
+        self._failed_starts = 0
+        # Jobs that must run here: a local one-worker pool, started when first needed.
+        self._here: WorkerPool | None = None
+        self._here_tickets: dict[int, int] = {}  # its ticket -> ours
+        self.ran_here = 0
+        self._ray = _ray()
+        self._connected = False  # this pool called ray.init: it calls ray.shutdown
+        self._connect(size + gpu_workers)
+        try:
+            self._check_room(size, gpu_workers)
+            for gpu in [False] * size + [True] * gpu_workers:
+                self._start(gpu)
+            self._await_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------
+    def _connect(self, cpus: int) -> None:
+        ray = self._ray
+        if ray.is_initialized():
+            return
+        # Worker logs stay on their nodes (the campaign prints its own report).
+        quiet: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.ERROR)
+        # ray.init installs a SIGTERM handler that exits the process: the
+        # campaign's own (stop, report, reap) must stay in charge.
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if self.address == "local":
+                # "local": always a new cluster, never one another process started.
+                ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
+            else:
+                _probe(self.address)
+                ray.init(address=self.address, **quiet)
+        except Exception as exc:
+            # Port open, no connection: most often Ray 2.60's token authentication,
+            # which an explicit address does not switch on by itself.
+            token = "" if isinstance(exc, _Unreachable) or os.environ.get("RAY_AUTH_MODE") else (
+                "; if the cluster uses token authentication, set RAY_AUTH_MODE=token and copy "
+                "the head's ~/.ray/auth_token here")
+            raise RayUnavailable(
+                f"address={self.address!r}: no Ray cluster reachable ({_first_line(exc)}); start "
+                f"one with `ray start --head` there and check it with `ray status --address "
+                f"HOST:6379`{token}; or use --ray local") from None
+        finally:
+            if threading.current_thread() is threading.main_thread() and sigterm is not None:
+                signal.signal(signal.SIGTERM, sigterm)
+        self._connected = True
+
+    def _check_room(self, size: int, gpu_workers: int) -> None:
+        total = self._ray.cluster_resources()
+        cpus, gpus = int(total.get("CPU", 0)), int(total.get("GPU", 0))
+        if gpu_workers > gpus:
+            raise RayUnavailable(f"gpu_workers={gpu_workers}: the Ray cluster at {self.address} "
+                                 f"has {gpus} GPUs; join GPU nodes with `ray start "
+                                 f"--address=HEAD:6379 --num-gpus N`")
+        if size + gpu_workers > cpus:
+            raise RayUnavailable(f"workers={size} + gpu_workers={gpu_workers} need "
+                                 f"{size + gpu_workers} CPUs; the Ray cluster at "
+                                 f"{self.address} has {cpus}: add nodes or ask for fewer workers")
+
+    def _start(self, gpu: bool) -> None:
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        if gpu:
+            options["num_gpus"] = 1
+        handle = _actor_class().options(**options).remote(*self._args)
+        self._actors.append(_Actor(handle, gpu, handle.hello.remote(), time.monotonic()))
+
+    def _await_ready(self) -> None:
+        """Every actor started (imports done) before the first job, as ``WorkerPool`` does."""
+        waiting = [a for a in self._actors if a.ready is not None]
+        refs = [a.ready for a in waiting]
+        deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        done: list[Any] = []
+        while len(done) < len(refs) and time.monotonic() < deadline:  # in slices, as in _collect
+            done, _ = _unwrapped(self._ray.wait, refs, num_returns=len(refs), timeout=_SLICE_S)
+        if len(done) < len(refs):
+            raise RayUnavailable(f"{len(refs) - len(done)} of {len(refs)} Ray workers did not "
+                                 f"start within {_STARTUP_TIMEOUT_S:.0f}s at {self.address} "
+                                 f"(`ray status` shows what the cluster has)")
+        for actor in waiting:
+            try:
+                self._greet(actor, self._ray.get(actor.ready))
+            except self._ray.exceptions.RayError as exc:
+                raise HarnessError(f"a Ray worker failed to start at {self.address}: "
+                                   f"{_last_line(exc)}") from exc
+
+    def _greet(self, actor: _Actor, hello: dict[str, Any]) -> None:
+        here = tool_versions()
+        if hello["versions"] != here:
+            diff = ", ".join(f"{k} {hello['versions'].get(k)} there, {v} here"
+                             for k, v in here.items() if hello["versions"].get(k) != v)
+            raise RayUnavailable(f"Ray node {hello['host']} has another toolchain ({diff}): "
+                                 f"every node needs the same dlrm-fuzz install")
+        actor.ready = None
+        actor.where = f"{hello['host']}:{hello['pid']}"
+
+    def _kill(self, actor: _Actor) -> None:
+        try:
+            self._ray.kill(actor.handle, no_restart=True)
+        except Exception:  # already gone with its node
+            pass
+
+    def close(self) -> None:
+        """Stop every actor (and its worker process, which may be deep in a
+        compile); disconnect from Ray if this pool connected, which shuts down
+        a cluster it started itself (``address="local"``) and no other."""
+        ray = self._ray
+        actors, self._actors = self._actors, []
+        if actors and ray.is_initialized():
+            stops = [a.handle.stop.remote() for a in actors if a.ready is None]
+            try:
+                ray.wait(stops, num_returns=len(stops), timeout=5)
+            except Exception:
+                pass
+            for actor in actors:
+                self._kill(actor)
+        for queue in self._queues.values():
+            queue.clear()
+        if self._here is not None:
+            self._here.close()
+            self._here = None
+            self._here_tickets.clear()
+        if self._connected:
+            self._connected = False
+            ray.shutdown()
+
+    def __enter__(self) -> "RayPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running -----------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        """Jobs that run at once: actors started and not lost (at least one,
+        so a caller keeps feeding a pool whose replacements are starting)."""
+        return max(1, sum(a.ready is None for a in self._actors))
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not yet answered (queued, running or resubmitted)."""
+        return (sum(map(len, self._queues.values())) + len(self._ready)
+                + sum(a.ticket is not None for a in self._actors) + len(self._here_tickets))
+
+    def submit(self, job: Job | tuple[Target, Any], after: int | None = None,
+               urgent: bool = False) -> int:
+        """Queue one job (a ``(target, sample)`` pair is an ``ExecuteJob``) and
+        start it if an actor of its kind (GPU or not) is idle; ``after`` as in
+        ``WorkerPool.submit``."""
+        work: Job = ExecuteJob(*job) if isinstance(job, tuple) else job
+        if runs_here(work):
+            if self._here is None:
+                self._here = WorkerPool(1, self.timeout_s, self.memory_mb, self.preload,
+                                        self.cache_dir, self.cache_mb)
+            self._tickets += 1
+            self._here_tickets[self._here.submit(work, urgent=urgent)] = self._tickets
+            self.ran_here += 1
+            return self._tickets
+        target = _job_target(work)
+        gpu = target is not None and needs_gpu(target)
+        if gpu:
+            assert target is not None
+            check_gpu_workers([target], self.gpu_workers)
+        self._tickets += 1
+        self._enqueue(self._queues[gpu], (self._tickets, work, 0), urgent)
+        self._wait_for(self._tickets, after)
+        self._dispatch()
+        return self._tickets
+
+    def _open_tickets(self) -> set[int]:
+        return {entry[0] for queue in self._queues.values() for entry in queue} | \
+            {a.ticket for a in self._actors if a.ticket is not None} | \
+            set(self._here_tickets.values())
+
+    def _dispatch(self) -> None:
+        for actor in self._actors:
+            queue = self._queues[actor.gpu]
+            if actor.ready is None and actor.ticket is None and queue:
+                entry = self._take(queue)
+                if entry is None:
+                    continue
+                actor.ticket, actor.job, actor.attempts = entry
+                actor.started = time.monotonic()
+                actor.deadline = actor.started + self.timeout_s + self.grace_s
+                actor.ref = actor.handle.run.remote(actor.job)
+
+    def _collect(self, until: float | None) -> list[tuple[int, Any]]:
+        ray = self._ray
+        self._check_starved()
+        busy = [a for a in self._actors if a.ticket is not None]
+        starting = [a for a in self._actors if a.ready is not None]
+        refs = [a.ref for a in busy] + [a.ready for a in starting]
+        if not refs and not self._here_tickets:
+            return []
+        # Wake up for a lost actor's deadline, and when a starting actor has
+        # waited its start-up limit (``_check_starved`` then decides).
+        now = time.monotonic()
+        limits = [a.born + _STARTUP_TIMEOUT_S for a in starting]
+        wait_until = min([a.deadline for a in busy] + [t for t in limits if t > now] + [now + 30.0])
+        if until is not None:
+            wait_until = min(wait_until, until)
+        # In slices: a stop signal (Ctrl-C) is acted on between Ray calls, not
+        # inside one (ray.wait returns to Python only at its timeout).
+        ready: list[Any] = []
+        done: list[tuple[int, Any]] = []
+        while True:
+            left = wait_until - time.monotonic()
+            step = max(0.0, min(left, _SLICE_S))
+            if refs:
+                ready, _ = _unwrapped(ray.wait, refs, num_returns=1, timeout=step)
+            if self._here_tickets:
+                done += self._collect_here(0.0 if refs else step)
+            if ready or done or left <= _SLICE_S:
+                break
+        if ready:
+            ready, _ = _unwrapped(ray.wait, refs, num_returns=len(refs), timeout=0)
+        finished = set(ready)
+        for actor in starting:
+            if actor.ready in finished:
+                self._started(actor)
+        for actor in busy:
+            if actor.ref in finished:
+                answer = self._answer(actor)
+                if answer is not None:
+                    done.append(answer)
+            elif time.monotonic() >= actor.deadline:
+                self._lost(actor, f"no answer within {self.timeout_s + self.grace_s:g}s "
+                                  f"(the job's limit {self.timeout_s:g}s + {self.grace_s:g}s)")
+        return done
+
+    def _collect_here(self, timeout: float) -> list[tuple[int, Any]]:
+        """Answers of the jobs run on this machine, under our tickets."""
+        here = self._here
+        assert here is not None
+        busy, replaced = here.busy_s, here.replaced
+        done = [(self._here_tickets.pop(t), a) for t, a in here.completed(timeout=timeout)]
+        self.busy_s += here.busy_s - busy
+        self.replaced += here.replaced - replaced
+        return done
+
+    def _started(self, actor: _Actor) -> None:
+        try:
+            self._greet(actor, self._ray.get(actor.ready))
+            self._failed_starts = 0
+        except self._ray.exceptions.RayError as exc:
+            # Its node died while it started, or it cannot start there at all.
+            self._actors.remove(actor)
+            self._failed_starts += 1
+            if self._failed_starts > MAX_ATTEMPTS:
+                raise ClusterLost(f"Ray workers keep failing to start ({self._failed_starts} in "
+                                   f"a row): {_last_line(exc)}") from exc
+            _log.warning("a Ray worker failed to start (%s); starting another", _last_line(exc))
+            self._start(actor.gpu)
+
+    def _answer(self, actor: _Actor) -> tuple[int, Any] | None:
+        ray = self._ray
+        ticket, job = actor.ticket, actor.job
+        assert ticket is not None and job is not None
+        lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.LocalRayletDiedError, ray.exceptions.RaySystemError,
+                ray.exceptions.OutOfMemoryError)  # Ray's memory monitor took the actor
+        try:
+            kind, payload, seconds = _unwrapped(ray.get, actor.ref)
+        except lost as exc:
+            self._lost(actor, f"{type(exc).__name__}: {_first_line(exc)}")
+            return None
+        except ray.exceptions.RayTaskError as exc:
+            raise HarnessError(f"bug in dlrm-fuzz's Ray worker while running {job.target_name}: "
+                               f"{_first_line(exc)}") from exc
+        self.busy_s += seconds
+        actor.ticket = actor.job = actor.ref = None
+        if kind == "harness-error":  # the actor lives on; the answer says what broke
+            return ticket, HarnessFault(job.target_name, str(payload))
+        return ticket, _owned(payload)
+
+    def _lost(self, actor: _Actor, why: str) -> None:
+        """Its job goes back to the front of the queue for another actor; a
+        new actor takes its place when the cluster has room."""
+        ticket, job = actor.ticket, actor.job
+        assert ticket is not None and job is not None
+        self.busy_s += time.monotonic() - actor.started
+        self._kill(actor)
+        self._actors.remove(actor)
+        attempts = actor.attempts + 1
+        message = f"Ray worker {actor.where} lost while running {job.target_name} ({why})"
+        self.lost.append(message)
+        self.replaced += 1
+        self._start(actor.gpu)
+        if attempts >= MAX_ATTEMPTS:
+            raise ClusterLost(f"{message}; the job lost {attempts} workers, giving up on it")
+        _log.warning("%s; running the job again elsewhere (attempt %d)", message, attempts + 1)
+        self._queues[actor.gpu].appendleft((ticket, job, attempts))
+
+    def _check_starved(self) -> None:
+        """Jobs of a kind with no started actor, whose replacements have not
+        started for the start-up limit: the cluster has no room left for them."""
+        now = time.monotonic()
+        for gpu, queue in self._queues.items():
+            kind = [a for a in self._actors if a.gpu == gpu]
+            if not queue or any(a.ready is None for a in kind):
+                continue
+            if not kind or all(now - a.born > _STARTUP_TIMEOUT_S for a in kind):
+                raise ClusterLost(f"{len(queue)} {'GPU' if gpu else 'CPU'} jobs wait, and no Ray "
+                                   f"worker could start for {_STARTUP_TIMEOUT_S:.0f}s: the "
+                                   f"cluster at {self.address} lost the nodes to run them "
+                                   f"(`ray status`)")
+
+
+def _unwrapped(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call`` (a blocking Ray call), raising what a signal handler raised
+    during it (the campaign's ``Interrupted``) as itself: Ray hands it back
+    wrapped in a ``SystemError``, which would read as a crash of ours."""
+    try:
+        return call(*args, **kwargs)
+    except SystemError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if cause is None or isinstance(cause, Exception):
+            raise
+        raise cause.with_traceback(cause.__traceback__) from None
+
+
+def _owned(answer: Any) -> Any:
+    """A result's arrays in this process's own writable memory, as the local
+    pool gives them: Ray hands back read-only views of its object store."""
+    if isinstance(answer, TargetResult):
+        answer.outputs = [out if out is None or out.flags.writeable else np.array(out)
+                          for out in answer.outputs]
+    return answer
+
+
+class _Unreachable(ConnectionError):
+    """Nobody listens at the address."""
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a HOST:PORT nobody listens on: ``ray.init`` would retry for
+    minutes. ("auto" and ``ray://`` addresses are Ray's to resolve.)"""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise _Unreachable(f"cannot connect to {address}: {exc}") from None
+
+
+def _last_line(exc: BaseException) -> str:
+    """The innermost error of a Ray error that carries a remote traceback
+    (an actor's failed start): its last line, without terminal colours."""
+    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

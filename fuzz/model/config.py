@@ -1,0 +1,383 @@
+"""Every hyperparameter of facebookresearch/dlrm's ``DLRM_Net`` that changes
+``sequential_forward``, held in one frozen, JSON-round-trippable dataclass.
+
+The invariants DLRM only discovers at run time (a bottom MLP that does not end
+at the embedding width, a top MLP whose input width does not match what the
+interaction produces) are checked here, up front, so that a bad configuration
+is a one-line ``InvalidConfig`` naming the field, its value and the fix, never
+a shape error deep inside a compiled module that would look like a compiler bug.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "DLRMConfig",
+    "embedding_width",
+    "interaction_width",
+    "InvalidConfig",
+    "INTERACTION_OPS",
+    "QR_OPERATIONS",
+    "WEIGHTED_POOLING",
+    "QUANTIZE_BITS",
+    "INDEX_DTYPES",
+    "DTYPES",
+    "QUANTIZE_MLP",
+    "POOLINGS",
+    "INPUT_LAYOUTS",
+    "WEIGHT_FORMS",
+    "weights_as_inputs",
+]
+
+INTERACTION_OPS = ("dot", "cat")
+QR_OPERATIONS = ("mult", "add", "concat")
+WEIGHTED_POOLING = (None, "fixed", "learned")
+QUANTIZE_BITS = (32, 8, 4)
+INDEX_DTYPES = ("int64", "int32")
+DTYPES = ("float32", "float16", "bfloat16")
+QUANTIZE_MLP = ("none", "qint8", "float16")
+POOLINGS = ("sum", "mean", "max")
+INPUT_LAYOUTS = ("lists", "stacked", "fixed")
+WEIGHT_FORMS = ("inline", "inputs")
+
+
+def embedding_width(m_spa: int | tuple[int, ...], qr_concat: bool) -> int:
+    """The width every table's pooled output has (what ln_bot must end at)."""
+    base = max(m_spa) if isinstance(m_spa, tuple) else m_spa
+    return 2 * base if qr_concat else base
+
+
+def interaction_width(width: int, num_tables: int, op: str, itself: bool) -> int:
+    """The width the interaction hands the top MLP (what ln_top must start at)."""
+    features = num_tables + 1
+    if op == "cat":
+        return width * features
+    pairs = features * (features + 1) // 2 if itself else features * (features - 1) // 2
+    return width + pairs
+
+
+class InvalidConfig(ValueError):
+    """A DLRM configuration that DLRM_Net could not run; the message names the
+    offending ``field=value`` and says what it must be."""
+
+
+def _fail(name: str, value: Any, must: str) -> InvalidConfig:
+    return InvalidConfig(f"{name}={value!r}: {must}")
+
+
+def _int_tuple(name: str, value: Any, *, min_len: int, min_value: int) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        if name == "m_spa":
+            raise _fail(name, value, "must be an integer, or with md_flag a list of integers")
+        raise _fail(name, value, f"must be a list of at least {min_len} integers")
+    items = tuple(value)
+    if len(items) < min_len:
+        raise _fail(name, list(items), f"must have at least {min_len} entries")
+    if any(isinstance(item, bool) or not isinstance(item, numbers.Integral) for item in items):
+        raise _fail(name, list(items), "must contain only integers")
+    items = tuple(int(item) for item in items)
+    for item in items:
+        if item < min_value:
+            raise _fail(name, list(items), f"every entry must be >= {min_value}")
+    return items
+
+
+@dataclass(frozen=True)
+class DLRMConfig:
+    """One DLRM architecture, named as in ``DLRM_Net.__init__``.
+
+    ``m_spa`` is the sparse feature size: one int, or (only with ``md_flag``)
+    one width per table. ``ln_bot[0]`` is the number of dense features.
+
+    The fields after ``index_dtype`` go beyond ``DLRM_Net``'s constructor:
+    ``dtype`` (tables and MLPs in float16/bfloat16, as models are served),
+    ``quantize_mlp`` (upstream's inference-time ``quantize_mlp_with_bit``:
+    dynamic qint8 or float16 ``nn.Linear``), ``input_layout`` (``lists``: one
+    offsets and one indices tensor per table, as today; ``stacked``: offsets and
+    indices stacked into 2-D tensors, the Criteo loader's layout; ``fixed``:
+    one 2-D ``[batch, bag length]`` index tensor per table and no offsets, both
+    accepted by upstream's ``apply_emb``), and the embedding-bag variants of
+    DLRM's descendants (TorchRec / FBGEMM), which upstream DLRM never sets:
+    ``pooling`` mean/max, ``include_last_offset`` (B+1 offsets),
+    ``padding_idx`` (a row every bag skips) and ``per_sample_weights`` (weights
+    handed in with the indices rather than gathered from ``v_W_l``). Their
+    defaults are today's model, so a config JSON written before they existed
+    loads unchanged.
+    """
+
+    m_spa: int | tuple[int, ...]
+    ln_emb: tuple[int, ...]
+    ln_bot: tuple[int, ...]
+    ln_top: tuple[int, ...]
+    arch_interaction_op: Literal["dot", "cat"] = "dot"
+    arch_interaction_itself: bool = False
+    sigmoid_bot: int = -1
+    sigmoid_top: int = -1
+    loss_threshold: float = 0.0
+    weighted_pooling: Literal["fixed", "learned"] | None = None
+    qr_flag: bool = False
+    qr_operation: Literal["mult", "add", "concat"] = "mult"
+    qr_collisions: int = 4
+    qr_threshold: int = 200
+    md_flag: bool = False
+    md_threshold: int = 200
+    quantize_bits: int = 32
+    index_dtype: Literal["int64", "int32"] = "int64"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    quantize_mlp: Literal["none", "qint8", "float16"] = "none"
+    pooling: Literal["sum", "mean", "max"] = "sum"
+    include_last_offset: bool = False
+    padding_idx: int | None = None
+    per_sample_weights: bool = False
+    input_layout: Literal["lists", "stacked", "fixed"] = "lists"
+    # How the program carries the weights (``fuzz.model.weights``): ``inline``
+    # constants, as torch-mlir imports a module by default, or function
+    # ``inputs`` (one compiled program for every weight draw and table size).
+    weights: Literal["inline", "inputs"] = "inline"
+    # Not a DLRM_Net argument: lets a JSON file say which schema it follows.
+    schema: int = field(default=1, repr=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "ln_emb", _int_tuple("ln_emb", self.ln_emb, min_len=1, min_value=1))
+        set_(self, "ln_bot", _int_tuple("ln_bot", self.ln_bot, min_len=2, min_value=1))
+        set_(self, "ln_top", _int_tuple("ln_top", self.ln_top, min_len=2, min_value=1))
+        if isinstance(self.m_spa, numbers.Integral) and not isinstance(self.m_spa, bool):
+            set_(self, "m_spa", int(self.m_spa))
+        if isinstance(self.m_spa, bool) or not isinstance(self.m_spa, int):
+            widths = _int_tuple("m_spa", self.m_spa, min_len=1, min_value=1)
+            if not self.md_flag:
+                raise _fail("m_spa", list(widths), "a per-table list needs md_flag=True; "
+                            "otherwise give one integer")
+            if len(widths) != len(self.ln_emb):
+                raise _fail("m_spa", list(widths),
+                            f"needs one width per table ({len(self.ln_emb)}, as ln_emb)")
+            set_(self, "m_spa", widths)
+        elif self.m_spa < 1:
+            raise _fail("m_spa", self.m_spa, "must be >= 1")
+        self._check_choices()
+        self._check_widths()
+
+    def _check_choices(self) -> None:
+        choices: list[tuple[str, tuple[Any, ...]]] = [
+            ("arch_interaction_op", INTERACTION_OPS),
+            ("weighted_pooling", WEIGHTED_POOLING),
+            ("qr_operation", QR_OPERATIONS),
+            ("quantize_bits", QUANTIZE_BITS),
+            ("index_dtype", INDEX_DTYPES),
+            ("dtype", DTYPES),
+            ("quantize_mlp", QUANTIZE_MLP),
+            ("pooling", POOLINGS),
+            ("input_layout", INPUT_LAYOUTS),
+            ("weights", WEIGHT_FORMS),
+        ]
+        for name, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise _fail(name, getattr(self, name), f"must be one of {list(allowed)}")
+        for name in ("arch_interaction_itself", "qr_flag", "md_flag", "include_last_offset",
+                     "per_sample_weights"):
+            if not isinstance(getattr(self, name), bool):
+                raise _fail(name, getattr(self, name), "must be true or false")
+        for name in ("qr_threshold", "md_threshold", "sigmoid_bot", "sigmoid_top"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _fail(name, value, "must be an integer")
+        if isinstance(self.qr_collisions, bool) or not isinstance(self.qr_collisions, int) \
+                or self.qr_collisions < 1:
+            raise _fail("qr_collisions", self.qr_collisions, "must be an integer >= 1")
+        if self.schema != 1:
+            raise _fail("schema", self.schema, "this dlrm-fuzz reads config schema 1 only")
+        for name, widths in (("sigmoid_bot", self.ln_bot), ("sigmoid_top", self.ln_top)):
+            last = len(widths) - 2
+            if not -1 <= getattr(self, name) <= last:
+                raise _fail(name, getattr(self, name),
+                            f"must be -1 (no sigmoid) or a layer index 0..{last}")
+        if isinstance(self.loss_threshold, bool) or not isinstance(self.loss_threshold, (int, float)) or not (
+            0.0 <= self.loss_threshold <= 0.5 and math.isfinite(self.loss_threshold)
+        ):
+            raise _fail("loss_threshold", self.loss_threshold,
+                        "must be in [0, 0.5]; 0 disables the output clamp")
+        if self.quantize_bits != 32 and (self.qr_flag or self.md_flag):
+            raise _fail("quantize_bits", self.quantize_bits,
+                        "quantized tables are plain tables: set qr_flag and md_flag to false "
+                        "(DLRM prepacks only nn.EmbeddingBag weights)")
+        if self.quantize_bits == 4 and self.embedding_width % 2:
+            raise _fail("quantize_bits", 4, f"4-bit tables need an even width, "
+                        f"got {self.embedding_width}; use an even m_spa")
+        if self.qr_flag and self.qr_operation == "concat":
+            small = [n for n in self.ln_emb if n <= self.qr_threshold]
+            if small:
+                raise _fail("qr_threshold", self.qr_threshold,
+                            f"with qr_operation='concat' every table must be a QR table "
+                            f"(rows > qr_threshold), but tables of {small} rows are not: "
+                            f"lower qr_threshold below {min(self.ln_emb)}")
+        self._check_extensions()
+
+    def _check_extensions(self) -> None:
+        """The knobs beyond ``DLRM_Net``'s constructor: combinations torch or
+        upstream's code cannot run are rejected here, one line each."""
+        if self.pooling != "sum":
+            if self.per_sample_weights:
+                raise _fail("per_sample_weights", True,
+                            f"torch's embedding_bag takes per-sample weights only with "
+                            f"pooling='sum' (got pooling={self.pooling!r}): set pooling='sum' "
+                            f"or per_sample_weights=False")
+            if self.weighted_pooling is not None:
+                raise _fail("weighted_pooling", self.weighted_pooling,
+                            f"pooling weights are per-sample weights, which torch's embedding_bag "
+                            f"takes only with pooling='sum' (got pooling={self.pooling!r})")
+            if self.md_flag or self.quantize_bits != 32:
+                raise _fail("pooling", self.pooling,
+                            "mean/max pooling is for plain and QR tables only (upstream's MD "
+                            "PrEmbeddingBag and quantized tables sum): set md_flag=False and "
+                            "quantize_bits=32, or pooling='sum'")
+        if self.per_sample_weights and self.weighted_pooling is not None:
+            raise _fail("per_sample_weights", True,
+                        f"weighted_pooling={self.weighted_pooling!r} already supplies the per-sample "
+                        f"weights: set weighted_pooling=None or per_sample_weights=False")
+        if self.padding_idx is not None:
+            if isinstance(self.padding_idx, bool) or not isinstance(self.padding_idx, int):
+                raise _fail("padding_idx", self.padding_idx, "must be null or an integer row index")
+            if not 0 <= self.padding_idx < min(self.ln_emb):
+                raise _fail("padding_idx", self.padding_idx,
+                            f"must be a row of every table: 0..{min(self.ln_emb) - 1} "
+                            f"(the smallest table has {min(self.ln_emb)} rows)")
+            kinds = [self.table_kind(k) for k in range(self.num_tables)]
+            other = next((k for k, kind in enumerate(kinds) if kind != "plain"), None)
+            if other is not None:
+                raise _fail("padding_idx", self.padding_idx,
+                            f"only plain nn.EmbeddingBag tables have a padding row, but table "
+                            f"{other} is {kinds[other]!r}: drop padding_idx or make every table "
+                            f"plain (qr_flag/md_flag false, quantize_bits=32)")
+        if self.dtype != "float32":
+            if self.quantize_bits != 32:
+                raise _fail("dtype", self.dtype, "quantized tables dequantize to float32: "
+                            "use dtype='float32' with quantize_bits 8 or 4")
+            if self.quantize_mlp != "none":
+                raise _fail("quantize_mlp", self.quantize_mlp,
+                            f"dynamic quantization converts float32 nn.Linear layers, but "
+                            f"dtype={self.dtype!r}: use dtype='float32'")
+        if self.input_layout == "fixed":
+            if self.include_last_offset:
+                raise _fail("include_last_offset", True,
+                            "input_layout='fixed' has no offsets (each row of the 2-D indices is "
+                            "a bag): use input_layout 'lists' or 'stacked'")
+            if self.weighted_pooling is not None:
+                raise _fail("weighted_pooling", self.weighted_pooling,
+                            "upstream gathers pooling weights with v_W.gather(0, indices), which "
+                            "needs 1-D indices: use input_layout 'lists' or 'stacked'")
+
+    def _check_widths(self) -> None:
+        width = self.embedding_width
+        if self.ln_bot[-1] != width:
+            raise _fail("ln_bot", list(self.ln_bot),
+                        f"must end at the embedding width {width} "
+                        f"(the sparse feature size{' x2 for QR concat' if self.qr_concat else ''})")
+        expected = self.interaction_width
+        if self.ln_top[0] != expected:
+            raise _fail("ln_top", list(self.ln_top),
+                        f"must start at {expected}, the width the "
+                        f"'{self.arch_interaction_op}' interaction produces")
+
+    @property
+    def qr_concat(self) -> bool:
+        return self.qr_flag and self.qr_operation == "concat"
+
+    @property
+    def num_dense(self) -> int:
+        return self.ln_bot[0]
+
+    @property
+    def num_tables(self) -> int:
+        return len(self.ln_emb)
+
+    @property
+    def base_width(self) -> int:
+        """m_spa, or its maximum with mixed dimensions (DLRM's ``base``)."""
+        return max(self.m_spa) if isinstance(self.m_spa, tuple) else self.m_spa
+
+    def table_width(self, k: int) -> int:
+        """The width table ``k`` stores (before any MD projection)."""
+        if isinstance(self.m_spa, tuple) and self.table_kind(k) == "md":
+            return self.m_spa[k]
+        return self.base_width
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of every table's pooled output, which the bottom MLP must match."""
+        return embedding_width(self.m_spa, self.qr_concat)
+
+    @property
+    def upstream(self) -> bool:
+        """Whether unmodified upstream ``DLRM_Net`` runs this config: none of
+        the descendants' embedding-bag variants and float32 weights (the
+        inference-only MLP quantization and both 2-D input layouts are upstream's)."""
+        return (self.pooling == "sum" and not self.include_last_offset and self.padding_idx is None
+                and not self.per_sample_weights and self.dtype == "float32")
+
+    def table_kind(self, k: int) -> Literal["plain", "qr", "md", "quantized"]:
+        """Which DLRM code path table ``k`` takes (QR is checked before MD, as in DLRM)."""
+        rows = self.ln_emb[k]
+        if self.qr_flag and rows > self.qr_threshold:
+            return "qr"
+        if self.md_flag and rows > self.md_threshold:
+            return "md"
+        if self.quantize_bits != 32:
+            return "quantized"
+        return "plain"
+
+    @property
+    def interaction_width(self) -> int:
+        return interaction_width(self.embedding_width, self.num_tables,
+                                 self.arch_interaction_op, self.arch_interaction_itself)
+
+    # -- JSON --------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "DLRMConfig":
+        if not isinstance(data, dict):
+            raise InvalidConfig(f"config={type(data).__name__}: must be a JSON object")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidConfig(f"{unknown[0]}={data[unknown[0]]!r}: unknown DLRM config "
+                                f"field; known fields are {sorted(known)}")
+        required = [f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise InvalidConfig(f"{missing[0]}=<missing>: required DLRM config field")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DLRMConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidConfig(f"config JSON is malformed: {exc}") from exc
+        return cls.from_dict(data)
+
+
+def weights_as_inputs(config: DLRMConfig) -> bool:
+    """Does this config's program take its weights as inputs (``fuzz.model.weights``)?
+    Only when every seed-dependent tensor can be one: quantized tables
+    (prepacked uint8 drawn from the seed), dynamically quantized MLPs (not
+    tensors) and bfloat16 (numpy has none) keep all weights inline, so the
+    program is the same for every seed exactly when this is true."""
+    return config.weights == "inputs" and config.dtype != "bfloat16" \
+        and config.quantize_bits == 32 and config.quantize_mlp == "none"

@@ -1,0 +1,174 @@
+"""The lowering support matrix (``dlrm-fuzz matrix``): for each DLRM feature
+(one knob value turned on, on a minimal config) and each target, PASS or the
+bucket it fails in. It is how a developer validating a lowering works: run it
+before and after the change and compare (``--against old.json``).
+
+Features are declared in one visible table (``FEATURES``); each row is a
+minimal two-table DLRM with one thing switched on, checked over a few weight
+seeds, every cell triaged exactly as a campaign would (same buckets).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.model.config import DLRMConfig
+from fuzz.triage.edits import config_with
+from fuzz.model.sample import Batch, Sample
+from fuzz.targets.catalog import Target
+
+__all__ = ["FEATURES", "Matrix", "feature_sample", "build_matrix", "matrix_markdown",
+           "compare_matrices"]
+
+PASS = "PASS"
+
+# name -> config changes on the minimal DLRM (``_BASE``); "empty_bags" is a
+# property of the inputs, not of the config.
+FEATURES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "interaction=cat": {"arch_interaction_op": "cat"},
+    "interaction_itself": {"arch_interaction_itself": True},
+    "sigmoid_bot": {"sigmoid_bot": 0},
+    "sigmoid_top": {"sigmoid_top": 0},
+    "clamp (loss_threshold)": {"loss_threshold": 0.01},
+    "weighted_pooling=fixed": {"weighted_pooling": "fixed"},
+    "weighted_pooling=learned": {"weighted_pooling": "learned"},
+    "qr=mult": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "mult"},
+    "qr=add": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "add"},
+    "qr=concat": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "concat"},
+    "md": {"md_flag": True, "md_threshold": 4, "m_spa": (2, 4)},
+    "quantized=8": {"quantize_bits": 8},
+    "quantized=4": {"quantize_bits": 4},
+    "index_dtype=int32": {"index_dtype": "int32"},
+    "empty_bags": {},
+    "dtype=float16": {"dtype": "float16"},
+    "dtype=bfloat16": {"dtype": "bfloat16"},
+    "quantize_mlp=qint8": {"quantize_mlp": "qint8"},
+    "quantize_mlp=float16": {"quantize_mlp": "float16"},
+    "pooling=mean": {"pooling": "mean"},
+    "pooling=max": {"pooling": "max"},
+    "include_last_offset": {"include_last_offset": True},
+    "padding_idx": {"padding_idx": 1},
+    "per_sample_weights": {"per_sample_weights": True},
+    "input_layout=stacked": {"input_layout": "stacked"},
+    "input_layout=fixed": {"input_layout": "fixed"},
+}
+
+_BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
+
+
+def feature_sample(feature: str, seed: int) -> Sample:
+    """The minimal DLRM with ``feature`` on, weights from ``seed``, one batch of
+    three examples whose bags hit the first and last rows and repeat an index
+    (row 1: the padding row, when there is one). Fixed-length bags are all two
+    long; per-sample weights are drawn from ``seed`` too."""
+    if feature not in FEATURES:
+        raise ValueError(f"feature={feature!r}: unknown; choose from {list(FEATURES)}")
+    config = config_with(_BASE, **FEATURES[feature])
+    if config is None:
+        raise ValueError(f"feature={feature!r}: its changes {FEATURES[feature]} give no valid config")
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(config.index_dtype)
+    empty = feature == "empty_bags"
+    offsets, indices = [], []
+    for rows in config.ln_emb:
+        bags = [[0, rows - 1], [] if empty else [1, 1], [rows - 1]]
+        if config.input_layout == "fixed":
+            bags[2] = [rows - 1, 0]
+        offsets.append(np.cumsum([0] + [len(b) for b in bags[:-1]]).astype(dtype))
+        indices.append(np.array([i for b in bags for i in b], dtype))
+    dense = rng.standard_normal((3, config.num_dense)).astype(np.float32)
+    weights = tuple(rng.uniform(-1.0, 1.0, i.shape[0]).astype(np.float32) for i in indices) \
+        if config.per_sample_weights else None
+    return Sample(config, seed, (Batch.for_config(config, dense, tuple(offsets), tuple(indices),
+                                                  weights),))
+
+
+@dataclass
+class Matrix:
+    targets: list[str]
+    cells: dict[str, dict[str, str]] = field(default_factory=dict)  # feature -> target -> cell
+    buckets: dict[str, str] = field(default_factory=dict)  # bucket -> culprit / error line
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({"targets": self.targets, "cells": self.cells, "buckets": self.buckets,
+                           "seconds": round(self.seconds, 1)}, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "Matrix":
+        data = json.loads(text)
+        return cls(list(data["targets"]), dict(data["cells"]), dict(data.get("buckets", {})),
+                   float(data.get("seconds", 0.0)))
+
+
+def build_matrix(options: CampaignOptions, features: Sequence[str] | None = None,
+                 seeds: int = 2, on_row: Callable[[str, dict[str, str]], None] | None = None
+                 ) -> Matrix:
+    """Every (feature, target) cell: PASS when every seed passes, else the
+    buckets its failures land in (joined with ``+``)."""
+    import time
+
+    began = time.monotonic()
+    campaign = Campaign(options)
+    matrix = Matrix([t.name for t in campaign.targets])
+    rows = list(features or FEATURES)
+    samples = [feature_sample(feature, seed) for feature in rows for seed in range(seeds)]
+    found: dict[str, dict[str, set[str]]] = {f: {t: set() for t in matrix.targets} for f in rows}
+
+    def collect(i: int, findings: list[Any]) -> None:
+        feature = rows[i // seeds]
+        for finding in findings:
+            matrix.buckets[finding.bucket] = finding.culprit or finding.outcome.error[:160]
+            for target in finding.targets:
+                found[feature].setdefault(target, set()).add(finding.bucket)
+        if i % seeds == seeds - 1:
+            matrix.cells[feature] = {t: "+".join(sorted(b)) or PASS
+                                     for t, b in found[feature].items()}
+            if on_row is not None:
+                on_row(feature, matrix.cells[feature])
+
+    campaign.check_samples(samples, collect)
+    matrix.seconds = time.monotonic() - began
+    return matrix
+
+
+def matrix_markdown(matrix: Matrix) -> str:
+    """Features as rows, targets as columns; a bucket shows as a short label
+    (B1, B2, ...) explained under the table."""
+    labels: dict[str, str] = {}
+    for row in matrix.cells.values():
+        for cell in row.values():
+            for bucket in cell.split("+"):
+                if bucket != PASS and bucket not in labels:
+                    labels[bucket] = f"B{len(labels) + 1}"
+
+    def show(cell: str) -> str:
+        return "pass" if cell == PASS else "+".join(labels[b] for b in cell.split("+"))
+
+    out = ["| feature | " + " | ".join(matrix.targets) + " |",
+           "|---|" + "---|" * len(matrix.targets)]
+    for feature, row in matrix.cells.items():
+        out.append(f"| {feature} | " + " | ".join(show(row.get(t, '-')) if t in row else "-"
+                                                    for t in matrix.targets) + " |")
+    out.append("")
+    for bucket, label in labels.items():
+        out.append(f"- {label} `{bucket}`: {matrix.buckets.get(bucket, '')}")
+    return "\n".join(out) + "\n"
+
+
+def compare_matrices(old: Matrix, new: Matrix) -> list[str]:
+    """One line per cell that changed (``feature x target: old -> new``)."""
+    lines = []
+    for feature, row in new.cells.items():
+        for target, cell in row.items():
+            before = old.cells.get(feature, {}).get(target)
+            if before is not None and before != cell:
+                lines.append(f"{feature} x {target}: {before} -> {cell}")
+    return lines

@@ -1,0 +1,72 @@
+"""Turns a stored bucket into an upstream-ready bug: the standalone
+``repro.py`` (checked when written), the files for the toolchain's own
+command-line tools, and ``REPORT.md``; ``case.json`` records whether the
+reproducer reproduces (``repro_status``), never a repro that passes as valid.
+
+The writing of repro.py and the tool files needs torch (an export, a
+compile), so it runs as a worker job; REPORT.md is plain text, written by the
+campaign process from what the job returns.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from fuzz.store import corpus
+from fuzz.targets.cache import ArtifactCache
+from fuzz.reports.markdown import REPORT_NAME, report_markdown
+from fuzz.targets.catalog import Target
+
+__all__ = ["BugReportJob", "file_bug_report"]
+
+
+@dataclass(frozen=True)
+class BugReportJob:
+    """Worker job: write and check repro.py and the tool files of one folder."""
+
+    folder: str
+    table: dict[str, Target] | None = None
+
+    @property
+    def target_name(self) -> str:
+        return f"report:{Path(self.folder).name}"
+
+    def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
+        from fuzz.reports.repro import write_repro
+        from fuzz.reports.toolfiles import write_tool_files
+
+        from fuzz.targets.catalog import FAKE_TARGETS
+
+        folder = Path(self.folder)
+        entry = corpus.load_entry(folder)
+        if entry.target in FAKE_TARGETS:  # engine tests: nothing upstream to report
+            return {"repro": {"status": "not written: FAKE target"}, "tools": {}}
+        on_stage("repro")
+        repro = write_repro(folder, entry, self.table)
+        on_stage("tools")
+        tools = write_tool_files(folder, entry, self.table)
+        return {"repro": repro.to_dict(), "tools": tools.to_dict()}
+
+
+def file_bug_report(root: Path, bucket: str, answer: Any) -> str:
+    """Record a ``BugReportJob``'s answer in the case and write REPORT.md;
+    returns the repro status. A job lost to a crash or timeout (the pool then
+    answers a TargetResult) is recorded as such."""
+    if not isinstance(answer, dict):
+        failure = getattr(answer, "failure", None)
+        status = f"cannot run: the report job failed ({getattr(failure, 'message', answer)})"
+        corpus.update_case(root, bucket, repro_status=status[:300])
+        return status
+    repro, tools = answer["repro"], answer["tools"]
+    status = str(repro.get("status", "not checked"))
+    corpus.update_case(root, bucket, repro_status=status, tools=tools, repro={
+        k: repro.get(k) for k in ("kind", "target", "lines", "exit_code")})
+    entry = corpus.load_entry(root / bucket)
+    text = report_markdown(root / bucket, entry, repro, tools)
+    temp = root / bucket / f".{REPORT_NAME}.{os.getpid()}"
+    temp.write_text(text)
+    os.replace(temp, root / bucket / REPORT_NAME)
+    return status

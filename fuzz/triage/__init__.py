@@ -1,0 +1,15 @@
+"""From raw results to bugs: judge one sample across targets into findings
+(``findings``), localize a wrong answer to an op (``localize``) or a feature
+(``ablate``), shrink a failing sample (``shrink`` over ``edits``) and
+repair around known failures (``repair``). A new oracle rule goes into
+``oracles/``; how the engine applies it across targets goes here."""
+
+from typing import Any
+
+__all__: list[str] = []
+
+
+def __getattr__(name: str) -> Any:
+    """The old ``fuzz.triage`` module's names (now ``fuzz.triage.findings``)."""
+    from fuzz import _moved
+    return _moved.forward(__name__, "fuzz.triage", "fuzz.triage.findings", name)

@@ -1,0 +1,73 @@
+"""Repairs: a sample with some of its features switched off, so that a program
+group a known bug would stop early still tests the rest of the sample.
+
+A known failure early in a program (int32 offsets in the linalg lowering, a
+quantized table, an op one lowering lacks) hides everything behind it: the
+lowering stops, nothing compiles, nothing runs, and the wrong answers the
+rest of the sample would have shown stay hidden. Skipping such samples keeps
+them hidden for good. Instead the scheduler sends that group a *repaired
+variant*: the same sample with the doomed features switched off (int64
+indices instead of int32, plain tables instead of quantized ones, filled bags
+instead of empty ones, ...), everything else as drawn. The variant is a
+sample of its own, so a bucket found on it is filed with the variant as its
+case (reproducible as stored) and the features repaired are recorded beside it.
+
+Features are the strings ``Sample.features()`` names; switching one off is
+an edit from ``fuzz.triage.edits`` (a knob back to its default, or the bags filled).
+A feature that is the knob's default (``interaction=dot``) cannot be
+switched off: ``repair`` leaves it and says so by not listing it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from fuzz.triage import edits
+from fuzz.model.sample import Sample
+
+__all__ = ["switch_off", "repair", "repairable"]
+
+# Feature names that are not the knob's own field name.
+_KNOB_OF = {"interaction": "arch_interaction_op", "interaction_itself": "arch_interaction_itself",
+            "qr": "qr_flag", "quantized": "quantize_bits", "md": "md_flag",
+            "clamp": "loss_threshold"}
+
+
+def switch_off(sample: Sample, feature: str) -> Sample | None:
+    """``sample`` without ``feature`` (a ``Sample.features()`` string), or
+    ``None`` when it cannot be switched off (a default, or an invalid config)."""
+    if feature == "empty_bags":
+        return edits.fill_empty_bags(sample)
+    name = feature.split("=", 1)[0]
+    knob = _KNOB_OF.get(name, name)
+    if knob not in edits.knobs():
+        return None
+    fixed = edits.knob_to_default(sample, knob)
+    if fixed is None or feature in fixed.features():
+        return None
+    return fixed
+
+
+def repairable(feature: str) -> bool:
+    """Whether ``feature`` names something a repair could switch off at all."""
+    if feature == "empty_bags":
+        return True
+    name = feature.split("=", 1)[0]
+    knob = _KNOB_OF.get(name, name)
+    return knob in edits.knobs() and feature != f"interaction={edits.knobs()['arch_interaction_op']}"
+
+
+def repair(sample: Sample, features: Iterable[str]) -> tuple[Sample, tuple[str, ...]] | None:
+    """``sample`` with every one of ``features`` it has switched off that can
+    be, and the features actually switched off (in order); ``None`` when none
+    could be. Each switch is applied to the previous result, so a repair
+    that would make the config invalid is passed over, not fatal."""
+    current, done = sample, []
+    for feature in features:
+        if feature not in current.features():
+            continue
+        fixed = switch_off(current, feature)
+        if fixed is not None:
+            current = fixed
+            done.append(feature)
+    return (current, tuple(done)) if done else None
