@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig, embedding_width, interaction_width
+from fuzz.model.config import DLRMConfig, embedding_width, interaction_width
 
 __all__ = ["ConfigLimits", "dlrm_configs", "SHAPE_CLASSES", "shape_classes"]
 

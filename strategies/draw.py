@@ -32,7 +32,7 @@ import hashlib
 import itertools
 from typing import Callable, Iterator
 
-from fuzz.sample import Sample
+from fuzz.model.sample import Sample
 from strategies.samples import samples
 
 __all__ = ["ROUND", "each_sample", "draw_samples", "sample_key"]

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig
-from fuzz.sample import Batch, qr_quotient
+from fuzz.model.config import DLRMConfig
+from fuzz.model.sample import Batch, qr_quotient
 
 __all__ = ["bags", "batches", "batches_like", "dense_values", "weight_values", "batch_from_rows",
            "top_index"]

@@ -6,8 +6,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.config import DLRMConfig, weights_as_inputs
-from fuzz.sample import Sample
+from fuzz.model.config import DLRMConfig, weights_as_inputs
+from fuzz.model.sample import Sample
 from strategies.configs import SHAPE_CLASSES, dlrm_configs, shape_classes
 from strategies.inputs import MAX_BAG, batches, batches_like
 
