@@ -28,8 +28,8 @@ MOVED: dict[str, str] = {
     "fuzz.devices": "fuzz.targets.devices", "fuzz.plugins": "fuzz.targets.plugins",
     "fuzz.versions": "fuzz.targets.versions",
     "fuzz.campaign": "fuzz.engine.campaign", "fuzz.schedule": "fuzz.engine.schedule",
-    "fuzz.workers": "fuzz.engine.workers", "fuzz.execute": "fuzz.engine.execute",
-    "fuzz.raypool": "fuzz.engine.raypool", "fuzz.progress": "fuzz.engine.progress",
+    "fuzz.execute": "fuzz.workers.execute",
+    "fuzz.raypool": "fuzz.workers.raypool", "fuzz.progress": "fuzz.engine.progress",
     "fuzz.interrupt": "fuzz.engine.interrupt", "fuzz.coverage": "fuzz.engine.coverage",
     "fuzz.localize": "fuzz.triage.localize", "fuzz.ablate": "fuzz.triage.ablate",
     "fuzz.shrink": "fuzz.triage.shrink", "fuzz.edits": "fuzz.triage.edits",
@@ -45,7 +45,7 @@ MOVED: dict[str, str] = {
     "fuzz.cli_toolchains": "fuzz.cli.regress",
 }
 """Old module -> new module. Old modules that are packages now (``fuzz.model``,
-``fuzz.targets``, ``fuzz.triage``, ``fuzz.cli``) forward their old names
+``fuzz.targets``, ``fuzz.triage``, ``fuzz.workers``, ``fuzz.cli``) forward their old names
 through ``forward`` in their ``__init__``."""
 
 

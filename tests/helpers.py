@@ -60,7 +60,7 @@ def varied_sample(config: DLRMConfig | None = None, seed: int = 11) -> Sample:
 
 
 def assert_freed_workers_answer_while_one_hangs(pool: Any, hang_limit_s: float) -> None:
-    """No barrier, for any pool (``fuzz.engine.workers.AnswerQueue``): with one
+    """No barrier, for any pool (``fuzz.workers.pool.AnswerQueue``): with one
     worker stuck on a hang, the others work through the queue, each answer
     comes back as soon as it is ready, and the hang's seconds count as busy."""
     from fuzz.targets.catalog import resolve_targets

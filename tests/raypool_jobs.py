@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fuzz.targets.cache import ArtifactCache
-from fuzz.engine.execute import execute
+from fuzz.workers.execute import execute
 from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
 

@@ -184,7 +184,7 @@ def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypa
     """A HarnessError escaping a phase stops the campaign but returns its
     report (the CLI prints the summary and exits 3), naming the phase."""
     from fuzz.engine.campaign import Campaign
-    from fuzz.engine.workers import HarnessError
+    from fuzz.workers.pool import HarnessError
 
     def broken(self, until: float) -> None:  # type: ignore[no-untyped-def]
         raise HarnessError("bug in dlrm-fuzz while running report:x:\nTraceback\nIndexError: boom")

@@ -87,7 +87,7 @@ class Tiny:
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[Tiny]:
     """The tiny DLRM lowered once, two batches and their float64 eager answers."""
-    from fuzz.engine.execute import execute
+    from fuzz.workers.execute import execute
     from fuzz.targets.catalog import TARGETS
     from tests.helpers import linalg_of, tiny_config, tiny_sample
 

@@ -21,8 +21,9 @@ import pytest
 
 from fuzz.targets.cache import ArtifactCache
 from fuzz.model.config import DLRMConfig
-from fuzz.engine.execute import execute
-from fuzz.triage.localize import InvalidLocalizeArgument, Localization, culprit_name, first_divergent_op
+from fuzz.workers.execute import execute
+from fuzz.targets.opnames import culprit_name
+from fuzz.triage.localize import InvalidLocalizeArgument, Localization, first_divergent_op
 from fuzz.targets.pipeline import StageFailure, Timer
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import FAKE_TARGETS, TARGETS, FakeWrongOpTarget, Target

@@ -19,7 +19,7 @@ from fuzz.engine.campaign import Campaign, CampaignOptions
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 from fuzz.triage.findings import Triage
-from fuzz.engine.workers import WorkerPool
+from fuzz.workers.pool import WorkerPool
 from oracles import Tolerance, Verdict, bucket_for, mismatch_key
 from tests.helpers import tiny_config, tiny_sample
 
@@ -219,8 +219,8 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     guard failed inside localization (a bug of ours, raised as a HarnessError):
     now such a candidate is a rejected step, counted in the shrink record, and
     shrinking carries on with the others and still swaps in a smaller case."""
-    from fuzz.engine.execute import execute
-    from fuzz.engine.workers import HarnessFault
+    from fuzz.workers.execute import execute
+    from fuzz.workers.pool import HarnessFault
 
     class InProcessPool:
         """Runs (target, sample) jobs here; the target's job on a candidate

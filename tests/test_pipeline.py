@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fuzz.model.config import DLRMConfig
-from fuzz.engine.execute import TargetResult, execute
+from fuzz.workers.execute import TargetResult, execute
 from fuzz.targets.catalog import TARGETS
 from oracles import Outcome, Verdict, judge
 from tests.helpers import tiny_config, tiny_sample

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fuzz.model.config import DLRMConfig
-from fuzz.engine.execute import TargetResult, execute
+from fuzz.workers.execute import TargetResult, execute
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import TARGETS
 from oracles import Outcome, Tolerance, Verdict, judge

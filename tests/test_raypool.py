@@ -24,10 +24,10 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'dlrm
 pytestmark = pytest.mark.ray
 
 from fuzz.engine.interrupt import Interrupted, stop_signals  # noqa: E402
-from fuzz.engine.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
+from fuzz.workers.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavailable,  # noqa: E402
                           needs_gpu, runs_here)
 from fuzz.targets.catalog import TARGETS, resolve_targets  # noqa: E402
-from fuzz.engine.workers import HarnessError  # noqa: E402
+from fuzz.workers.pool import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
 from tests.helpers import (assert_followers_wait_for_their_leaders,  # noqa: E402
                            assert_freed_workers_answer_while_one_hangs, tiny_sample)  # noqa: E402
@@ -298,7 +298,7 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
     saying so once the replacement actor has waited its start-up limit."""
     from ray.cluster_utils import Cluster
 
-    from fuzz.engine import raypool
+    from fuzz.workers import raypool
 
     monkeypatch.setattr(raypool, "_STARTUP_TIMEOUT_S", 3.0)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
@@ -319,7 +319,7 @@ def test_a_run_whose_last_node_is_gone_stops_with_a_one_line_error(
 
 
 def test_a_node_with_another_toolchain_is_refused() -> None:
-    from fuzz.engine import raypool
+    from fuzz.workers import raypool
     from fuzz.targets.versions import tool_versions
 
     pool = RayPool.__new__(RayPool)  # just the check, no cluster

@@ -69,7 +69,7 @@ def test_a_float16_model_with_weights_as_inputs_runs_and_passes() -> None:
     """Its ``main`` takes float16 tables and MLPs as arguments: refbackend used
     to refuse f16 arguments, a COMPILE_ERROR filed under torch-mlir that was a
     gap of ours (the munged calling convention takes f16 like f32)."""
-    from fuzz.engine.execute import execute
+    from fuzz.workers.execute import execute
     from fuzz.targets.catalog import EAGER, REFERENCE, TARGETS, resolve_targets
     from oracles import Tolerance, Verdict, judge
 

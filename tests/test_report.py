@@ -100,7 +100,7 @@ def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path
     from types import SimpleNamespace
 
     from fuzz.engine.campaign import Campaign, CampaignOptions
-    from fuzz.engine.workers import HarnessFault
+    from fuzz.workers.pool import HarnessFault
 
     root = tmp_path / "corpus"
     entries = _entries()

@@ -280,8 +280,8 @@ def test_arguments_are_validated() -> None:
 @pytest.mark.pipeline
 @pytest.mark.slow  # minutes of real compiles; test_phases shrinks the same bug within a campaign
 def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
-    import oracles  # noqa: F401  (oracles before fuzz.engine.execute: import order)
-    from fuzz.engine.execute import execute
+    import oracles  # noqa: F401  (oracles before fuzz.workers.execute: import order)
+    from fuzz.workers.execute import execute
     from fuzz.targets.catalog import TARGETS
     from oracles.judge import ReferenceFailed, judge
     from oracles.verdict import Verdict

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.engine.execute import execute
+from fuzz.workers.execute import execute
 from fuzz.targets.catalog import (TARGETS, CompiledTarget, UnavailableTarget, UnknownTarget,
                           available_targets, resolve_targets)
 from oracles import Verdict, judge
@@ -126,7 +126,7 @@ def test_gpu_target_runs_in_a_capped_worker(name: str) -> None:
     ok, why = TARGETS[name].availability()
     if not ok:
         pytest.skip(f"{name}: {why}")
-    from fuzz.engine.workers import ExecuteJob, WorkerPool
+    from fuzz.workers.pool import ExecuteJob, WorkerPool
 
     sample = varied_sample()
     with WorkerPool(1, timeout_s=300) as pool:  # the campaign's default cap

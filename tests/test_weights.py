@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fuzz.engine.execute import execute
+from fuzz.workers.execute import execute
 from fuzz.model.dlrm import build, to_torch
 from fuzz.targets.pipeline import Timer
 from fuzz.targets.catalog import TARGETS, CompiledTarget

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fuzz.targets.catalog import resolve_targets
-from fuzz.engine.workers import WorkerPool
+from fuzz.workers.pool import WorkerPool
 from oracles import Verdict, classify
 from tests.helpers import (assert_followers_wait_for_their_leaders,
                            assert_freed_workers_answer_while_one_hangs, tiny_sample)
@@ -96,7 +96,7 @@ class _BuggyJob:
 
 
 def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> None:
-    from fuzz.engine.workers import HarnessError, HarnessFault
+    from fuzz.workers.pool import HarnessError, HarnessFault
 
     replaced = pool.replaced
     ticket = pool.submit(_BuggyJob())
@@ -150,8 +150,8 @@ def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) ->
     """A machine loaded for minutes can make a replacement miss its start-up
     deadline: the pool kills it and starts another (one failed start costs
     nothing); only three failed starts in a row are a HarnessError."""
-    import fuzz.engine.workers
-    from fuzz.engine.workers import HarnessError
+    import fuzz.workers.pool
+    from fuzz.workers.pool import HarnessError
 
     ready = WorkerPool._await_ready
     refusals = {"left": 0}
@@ -165,11 +165,11 @@ def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) ->
     monkeypatch.setattr(WorkerPool, "_await_ready", flaky)
     segfault, ok = resolve_targets(["fake-segfault", "fake-ok"])
     with WorkerPool(1, timeout_s=10, memory_mb=1024, preload=False) as workers:
-        refusals["left"] = fuzz.engine.workers._START_ATTEMPTS - 1
+        refusals["left"] = fuzz.workers.pool._START_ATTEMPTS - 1
         crashed, fine = workers.run([(segfault, tiny_sample()), (ok, tiny_sample())])
         assert crashed.failure is not None and fine.failure is None
         assert refusals["left"] == 0
-        refusals["left"] = fuzz.engine.workers._START_ATTEMPTS
+        refusals["left"] = fuzz.workers.pool._START_ATTEMPTS
         with pytest.raises(HarnessError, match="did not start"):
             workers.run([(segfault, tiny_sample())])
 
@@ -180,7 +180,7 @@ def test_urgent_jobs_go_ahead_of_queued_ones_in_their_own_order() -> None:
     in the order it gave them; other jobs keep theirs."""
     import collections
 
-    from fuzz.engine.workers import AnswerQueue
+    from fuzz.workers.pool import AnswerQueue
 
     queue: collections.deque[tuple[int, str]] = collections.deque()
     pool = AnswerQueue()

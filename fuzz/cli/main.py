@@ -29,7 +29,7 @@ from fuzz.store.corpus import CorpusError
 from oracles.signature import KEY_VERSION
 from fuzz.engine.coverage import COLUMNS
 from fuzz.engine.progress import CampaignProgress
-from fuzz.engine.raypool import ClusterLost, RayUnavailable
+from fuzz.workers.raypool import ClusterLost, RayUnavailable
 from fuzz.engine.interrupt import EXIT_STATUS
 from fuzz.regress.bisect import BisectError
 from fuzz.regress.bump import BumpError
@@ -39,7 +39,7 @@ from fuzz.targets.plugins import PluginError, target_table
 from fuzz.regress.toolchain_path import already_inside, reexec
 from fuzz.regress.toolchains import ToolchainError
 from fuzz.targets.catalog import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
-from fuzz.engine.workers import HarnessError
+from fuzz.workers.pool import HarnessError
 
 __all__ = ["main", "parse_duration"]
 
@@ -391,7 +391,7 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
         console.print(f"  {target}: {times}", markup=False)
     if args.write:
         from fuzz.reports.bugreport import BugReportJob, file_bug_report
-        from fuzz.engine.workers import WorkerPool
+        from fuzz.workers.pool import WorkerPool
 
         with WorkerPool(1, timeout_s=args.timeout) as pool:
             (answer,) = pool.run([BugReportJob(str(folder), table)])

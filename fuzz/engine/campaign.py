@@ -33,7 +33,7 @@ from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
 from fuzz.triage.findings import CandidateRejected, Finding, Triage
-from fuzz.engine.workers import HarnessError, HarnessFault, WorkerPool
+from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies.draw import ROUND, each_sample
 
@@ -290,7 +290,7 @@ class Campaign:
         names = options.targets if options.targets is not None else available_targets(self.table)
         if options.ray is not None:
             # GPU targets run on the cluster's GPU actors, not on this machine.
-            from fuzz.engine.raypool import check_gpu_workers, needs_gpu
+            from fuzz.workers.raypool import check_gpu_workers, needs_gpu
 
             self.targets = resolve_targets(names, self.table)
             check_gpu_workers(self.targets, options.ray_gpu_workers)
@@ -381,7 +381,7 @@ class Campaign:
         if options.ray is None:
             return WorkerPool(options.workers, options.timeout_s, options.memory_mb,
                               cache_dir=options.cache_dir, cache_mb=options.cache_mb)
-        from fuzz.engine.raypool import RayPool
+        from fuzz.workers.raypool import RayPool
 
         return RayPool(options.workers, options.timeout_s, options.memory_mb,
                        cache_dir=options.cache_dir, cache_mb=options.cache_mb,

@@ -380,7 +380,7 @@ def _operand_files(tensors: Sequence[Any], prefix: str = "arg") -> tuple[dict[st
 def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
     """The first op node the culprit names (and which of its outputs, when
     the name came from a ``getitem``), as ``fuzz.triage.localize`` names them."""
-    from fuzz.triage.localize import culprit_name
+    from fuzz.targets.opnames import culprit_name
 
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or culprit_name(node) != culprit:

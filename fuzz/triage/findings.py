@@ -20,7 +20,7 @@ from fuzz.targets.pipeline import Timer
 from fuzz.model.sample import Sample
 from fuzz.triage.shrink import StepRejected
 from fuzz.targets.catalog import Target
-from fuzz.engine.workers import WorkerPool
+from fuzz.workers.pool import WorkerPool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
@@ -258,7 +258,7 @@ class Triage:
                         ) -> list[str | None | CandidateRejected]:
         """``solo_error_key`` of several samples side by side (one job each);
         a sample whose job hit a bug of ours gets its ``CandidateRejected``."""
-        from fuzz.engine.workers import HarnessFault
+        from fuzz.workers.pool import HarnessFault
         from oracles import classify
 
         keys: list[str | None | CandidateRejected] = []
@@ -311,7 +311,7 @@ class Triage:
         """``pool.run`` for samples someone made up (shrink or ablation
         candidates, replayed cases): a job that hit a bug of ours raises
         ``CandidateRejected`` with its last traceback line, once all are in."""
-        from fuzz.engine.workers import HarnessFault
+        from fuzz.workers.pool import HarnessFault
 
         answers = self.pool.run(jobs, faults=True)
         for answer in answers:

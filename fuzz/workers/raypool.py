@@ -1,5 +1,5 @@
 """Workers as Ray actors across machines (``dlrm-fuzz run --ray ADDRESS``): a
-drop-in for ``fuzz.engine.workers.WorkerPool`` while the coordinator keeps
+drop-in for ``fuzz.workers.pool.WorkerPool`` while the coordinator keeps
 generation, dedup, shrinking and the corpus.
 
 Each actor owns a one-worker local ``WorkerPool`` and runs every job through
@@ -33,7 +33,7 @@ import numpy as np
 
 from fuzz.targets.catalog import TARGETS, Target
 from fuzz.targets.versions import tool_versions
-from fuzz.engine.workers import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
+from fuzz.workers.pool import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
 from oracles.results import TargetResult
 
 __all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "runs_here", "check_gpu_workers", "MAX_ATTEMPTS",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from fuzz.targets.cache import ArtifactCache
-from fuzz.engine.execute import execute
+from fuzz.workers.execute import execute
 from fuzz.targets.pipeline import STAGE_LOG_ENV
 from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target

@@ -1,0 +1,17 @@
+"""Running samples on targets so that nothing a compiler does takes the
+fuzzer down: the local pool of persistent worker processes (``pool``), what
+a worker does with one job (``execute``) and the same pool as Ray actors
+(``raypool``). Triage and the engine use a pool; a new way to run jobs
+(another cluster) goes here."""
+
+from typing import Any
+
+from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
+
+__all__ = ["WorkerPool", "HarnessError", "HarnessFault"]
+
+
+def __getattr__(name: str) -> Any:
+    """The old ``fuzz.workers`` module's other names (now ``fuzz.workers.pool``)."""
+    from fuzz import _moved
+    return _moved.forward(__name__, "fuzz.workers", "fuzz.workers.pool", name)
