@@ -1,10 +1,10 @@
-"""Discovery benchmark: the default schedule against ``--no-schedule``.
+"""Discovery benchmark: ``--schedule`` against ``--no-schedule`` (the default).
 
 The question a scheduler must answer is not "how many samples per minute"
 but "how many distinct bugs, and how many wrong answers, per budget". This
 runs real campaigns (``dlrm-fuzz run``, every available target, a fresh
-corpus and a cold artifact cache each) for every seed, once with the default
-schedule and once with ``--no-schedule``, one after the other on this
+corpus and a cold artifact cache each) for every seed, once with the
+scheduler and once with every sample to every target, one after the other on this
 machine, and prints per run and over the seeds together:
 
 - distinct buckets and wrong-answer (MISMATCH) buckets,
@@ -14,8 +14,8 @@ machine, and prints per run and over the seeds together:
 - actionable buckets: shrunk to a fixpoint with a repro that reproduces.
 
 Figures, not pass/fail (exit 0 whenever every campaign ran). The README's
-scheduler paragraph quotes them; ``dlrm-fuzz run --no-schedule`` becomes the
-default if the schedule loses here.
+scheduler paragraph quotes them: the schedule lost here (2026-12-05), so
+every sample to every target is the default and ``--schedule`` opts in.
 
 Usage: python bench/discovery.py [--seeds 1,2,3] [--budget 10m]
        [--targets a,b] [--json out.json] [--keep DIR]
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = {"default": (), "no-schedule": ("--no-schedule",)}
+MODES = {"schedule": ("--schedule",), "no-schedule": ("--no-schedule",)}
 
 
 def campaign(seed: int, mode: str, budget: str, targets: str, folder: Path) -> dict[str, Any]:

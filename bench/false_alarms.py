@@ -50,7 +50,7 @@ def sweep(samples: list[Any], targets: list[str], workers: int, cache_dir: Path,
           keep: Path | None = None) -> dict[str, Any]:
     from fuzz.engine.coverage import shape_class
     from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
-    from fuzz.engine.workers import WorkerPool
+    from fuzz.workers.pool import WorkerPool
     from oracles import ReferenceFailed, Tolerance, Verdict, judge
 
     verdicts: dict[str, Counter[str]] = defaultdict(Counter)

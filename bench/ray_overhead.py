@@ -127,9 +127,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=5.0, help="seconds to watch an idle pool's CPU use")
     args = parser.parse_args()
 
-    from fuzz.engine.raypool import RayPool
+    from fuzz.workers.raypool import RayPool
     from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
-    from fuzz.engine.workers import ExecuteJob, WorkerPool
+    from fuzz.workers.pool import ExecuteJob, WorkerPool
     from strategies.draw import draw_samples
 
     targets = resolve_targets([REFERENCE, EAGER, *args.targets.split(",")], check_available=True)

@@ -224,7 +224,7 @@ def table_size_compile_seconds() -> None:
 
 
 def worker_startup_seconds() -> float:
-    from fuzz.engine.workers import WorkerPool
+    from fuzz.workers.pool import WorkerPool
 
     start = time.perf_counter()
     with WorkerPool(2):

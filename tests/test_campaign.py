@@ -42,7 +42,7 @@ def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> No
     every sample; all figures are in the summary."""
     options = CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
                               targets=("fake-raise", "fake-ok"), workers=2, max_samples=40,
-                              shrink=False, replay=False, report=False)
+                              shrink=False, replay=False, report=False, schedule=True)
     report = run_campaign(options)
     assert report.samples == 40 and report.harness_errors == []
     assert report.outcomes[("fake-ok", "PASS")] == 40
@@ -78,7 +78,8 @@ def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setattr(Campaign, "_submit", spy)
     report = run_campaign(CampaignOptions(
         budget_s=600, seed=3, corpus_dir=tmp_path / "corpus", targets=("fake-raise",),
-        workers=2, max_samples=30, shrink=False, replay=False, report=False))
+        workers=2, max_samples=30, shrink=False, replay=False, report=False,
+        schedule=True))
     raised = report.outcomes[("fake-raise", "COMPILE_ERROR")]
     assert report.samples == 30 and raised == 30 and report.harness_errors == []
     assert report.unscheduled == 0 == report.summary()["unscheduled"]
@@ -140,7 +141,7 @@ def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
         Planned(sample, [t for t in targets if t.name != "fake-ok"])])
     options = CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
                               targets=("fake-raise", "fake-ok"), workers=2, max_samples=2,
-                              shrink=False, replay=False, report=False)
+                              shrink=False, replay=False, report=False, schedule=True)
     report = run_campaign(options)
     assert report.confirm_runs == 1  # the first sample; the second lands in a known bucket
     assert report.outcomes[("fake-ok", "PASS")] == 1  # the full re-run

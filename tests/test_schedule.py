@@ -310,7 +310,7 @@ def test_a_wrong_answer_behind_a_doomed_feature_is_found_on_the_repaired_variant
 
     campaign = Campaign(CampaignOptions(targets=("fake-int32-then-wrong-relu",),
                                         corpus_dir=tmp_path / "corpus", workers=1, shrink=False,
-                                        report=False))
+                                        report=False, schedule=True))
     with campaign._pool() as pool:
         campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
         for seed in (1, 2):  # the known bug, twice: int32 is doomed there now

@@ -126,9 +126,14 @@ def _parser() -> argparse.ArgumentParser:
                           "pip install 'dlrm-fuzz[ray]'")
     run.add_argument("--ray-gpu-workers", type=_seed, default=0, metavar="N",
                      help="with --ray: N more actors reserving one GPU each, for GPU targets")
-    run.add_argument("--no-schedule", action="store_true",
-                     help="send every sample to every target (default: fewer samples to "
-                          "targets that keep landing in the same known buckets)")
+    schedule = run.add_mutually_exclusive_group()
+    schedule.add_argument("--schedule", action="store_true",
+                          help="fewer samples to targets that keep landing in the same known "
+                               "buckets, repairing around known failures (default: every "
+                               "sample to every target, which found more bugs: "
+                               "bench/discovery.py)")
+    schedule.add_argument("--no-schedule", action="store_true",
+                          help="every sample to every target (the default)")
     run.add_argument("--no-report", action="store_true",
                      help="skip writing repro.py, tool files and REPORT.md for new buckets")
     run.add_argument("--summary-json", type=Path, default=None, metavar="PATH",
@@ -418,7 +423,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,
                               shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
-                              report=not args.no_report, schedule=not args.no_schedule,
+                              report=not args.no_report, schedule=args.schedule,
                               ray=args.ray, ray_gpu_workers=args.ray_gpu_workers)
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
