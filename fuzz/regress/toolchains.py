@@ -141,8 +141,10 @@ _PACKAGES = ("fuzz", "strategies", "oracles")
 
 
 def _source_root() -> Path:
-    """The folder holding the harness packages: a checkout, or site-packages."""
-    return Path(__file__).resolve().parents[1]
+    """The folder holding the harness packages: a checkout, or site-packages
+    (from the ``fuzz`` package itself, wherever in it this module lives)."""
+    import fuzz
+    return Path(fuzz.__file__).resolve().parents[1]
 
 
 def _is_checkout() -> bool:
