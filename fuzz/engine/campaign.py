@@ -343,7 +343,7 @@ class Campaign:
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
-        """Generate and check samples until the budget ends, then triage and store what failed."""
+        """Replay the corpus, fuzz until the budget ends, finish the bug work; return the report."""
         options = self.options
         start = self._started = time.monotonic()
         if self._on_start is not None:
