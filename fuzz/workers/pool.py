@@ -75,6 +75,7 @@ class ExecuteJob:
 
     @property
     def target_name(self) -> str:
+        """The target compiled, so a worker that dies blames it."""
         return self.target.name
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> TargetResult:
@@ -158,6 +159,7 @@ class AnswerQueue:
     _urgent: set[int]
 
     def submit(self, job: Any, after: int | None = None, urgent: bool = False) -> int:
+        """Queue ``job`` (after ticket ``after``, or ahead if urgent); returns its ticket."""
         raise NotImplementedError
 
     def _enqueue(self, queue: "collections.deque[Any]", entry: Any, urgent: bool) -> None:
@@ -176,6 +178,7 @@ class AnswerQueue:
 
     @property
     def pending(self) -> int:
+        """Jobs submitted and not yet answered, so callers know when to stop waiting."""
         raise NotImplementedError
 
     def _open_tickets(self) -> set[int]:
