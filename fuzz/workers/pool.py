@@ -61,7 +61,8 @@ class Job(Protocol):
     CRASH / TIMEOUT result) and runs with the worker's stage hook and cache."""
 
     @property
-    def target_name(self) -> str: ...
+    def target_name(self) -> str:
+        """The target a lost worker's CRASH or TIMEOUT result is filed under."""
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any: ...
 
@@ -178,7 +179,7 @@ class AnswerQueue:
 
     @property
     def pending(self) -> int:
-        """Jobs submitted and not yet answered, so callers know when to stop waiting."""
+        """Jobs submitted whose answers are not collected yet: whether waiting can end."""
         raise NotImplementedError
 
     def _open_tickets(self) -> set[int]:
