@@ -55,7 +55,7 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The outcome as JSON, for stored cases and ``--format json`` output."""
+        """The outcome as JSON-ready values (no tensors), to store or print."""
         return {
             "target": self.target,
             "verdict": self.verdict.value,

@@ -85,7 +85,7 @@ class BisectResult:
         return bool(self.direction)
 
     def to_dict(self) -> dict[str, object]:
-        """The result and its steps as JSON for ``bisect --format json``."""
+        """The result and its steps as JSON, for ``bisect --json``."""
         out = {k: v for k, v in asdict(self).items() if k != "steps"}
         out["steps"] = [s.to_dict() for s in self.steps]
         out["comparable"] = self.comparable

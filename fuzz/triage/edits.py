@@ -496,5 +496,5 @@ def unit_weights(sample: Sample) -> Sample | None:
 
 
 def with_seed(sample: Sample, seed: int) -> Sample | None:
-    """The same case with another weight seed (a simpler seed, or a draw to recheck)."""
+    """A shrink step: the same case with weight seed ``seed`` (shrinking tries 0, the plainest)."""
     return _rebuild(sample, seed=seed)

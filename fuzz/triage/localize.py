@@ -58,7 +58,7 @@ class Localization:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The localization as JSON, kept with the finding's case."""
+        """JSON-ready form, recorded with the finding (``Triage`` adds the target)."""
         return asdict(self)
 
     @classmethod
