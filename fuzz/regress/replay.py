@@ -76,7 +76,7 @@ class ReplayResult:
 
     @property
     def unexpected(self) -> bool:
-        """Whether this status should fail a replay run (the corpus needs updating)."""
+        """A surprise against the corpus: ``replay --strict`` fails on it unless ``--update``."""
         return self.status in UNEXPECTED
 
 

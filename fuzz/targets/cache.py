@@ -151,7 +151,7 @@ class ArtifactCache:
         return found
 
     def size_bytes(self) -> int:
-        """Bytes on disk now, counted afresh when the size ledger is missing or torn."""
+        """Bytes on disk, counted file by file (rebuilds the ledger when missing or torn)."""
         return sum(size for _, size, _ in self._entries())
 
     def _evict(self) -> int:

@@ -363,7 +363,7 @@ class IreeTarget(CompiledTarget):
 
     @property
     def lowering_owner(self) -> str:
-        """IREE's torch input runs torch-mlir's TorchToLinalg inside IREE, so blame that."""
+        """Who lowered what IREE compiled; for torch input, TorchToLinalg run inside IREE."""
         # IREE's torch input conversion runs torch-mlir's TorchToLinalg inside
         # IREE: a fault of that lowering shows up here too, as the same error.
         if self.output_type == "torch":
@@ -442,13 +442,13 @@ class RefBackendTarget(CompiledTarget):
         return "torch-mlir:refbackend"
 
     def availability(self) -> tuple[bool, str]:
-        """Runs only where torch-mlir was built with its reference backend."""
+        """Runs only with a torch-mlir wheel built with the refbackend passes and ExecutionEngine."""
         from fuzz.targets.refbackend import refbackend_available
 
         return refbackend_available()
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
-        """Compile the linalg program with torch-mlir's refbackend (not cached)."""
+        """Compile the lowered program with torch-mlir's refbackend (not cached)."""
         from fuzz.targets.refbackend import RefBackendModule
 
         return _Artifact(mlir, timer.measure("compile", lambda: RefBackendModule(mlir)))

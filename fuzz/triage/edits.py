@@ -241,7 +241,7 @@ def keep_tables(sample: Sample, keep: Sequence[int]) -> Sample | None:
 
 
 def drop_table(sample: Sample, k: int) -> Sample | None:
-    """A shrink step: the sample without table ``k`` (None when it is the only one)."""
+    """A shrink step: the sample without table ``k`` (None when that cannot be done)."""
     return keep_tables(sample, [t for t in range(sample.config.num_tables) if t != k])
 
 
@@ -365,7 +365,7 @@ def keep_batches(sample: Sample, keep: Sequence[int]) -> Sample | None:
 
 
 def drop_batch(sample: Sample, b: int) -> Sample | None:
-    """A shrink step: the sample without batch ``b`` (None when it is the only one)."""
+    """A shrink step: the sample without batch ``b`` (None when that cannot be done)."""
     return keep_batches(sample, [i for i in range(len(sample.batches)) if i != b])
 
 
