@@ -442,7 +442,7 @@ class RefBackendTarget(CompiledTarget):
         return "torch-mlir:refbackend"
 
     def availability(self) -> tuple[bool, str]:
-        """Runs only with a torch-mlir wheel built with the refbackend passes and ExecutionEngine."""
+        """Needs a torch-mlir wheel built with the refbackend passes and ExecutionEngine."""
         from fuzz.targets.refbackend import refbackend_available
 
         return refbackend_available()
