@@ -287,7 +287,7 @@ class DLRMConfig:
 
     @property
     def qr_concat(self) -> bool:
-        """QR tables that concatenate double the pooled width every other width must match."""
+        """Concatenating QR tables pool twice the width, which the MLP widths must allow for."""
         return self.qr_flag and self.qr_operation == "concat"
 
     @property
