@@ -101,6 +101,7 @@ def probabilistic_gamma(n: int, u: float, lam: float = LAMBDA) -> float:
 
 @dataclass(frozen=True)
 class Tolerance:
+    """How far a target's output may stray from the float64 reference and still pass."""
     atol: float = 1e-5
     rtol: float = 1e-4
     slack: float = 8.0
@@ -127,6 +128,7 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Comparison:
+    """One output checked against the reference: pass or not, why, and the numbers shown."""
     ok: bool
     reason: str
     numbers: dict[str, Any]

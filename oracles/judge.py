@@ -32,6 +32,7 @@ def reference_failed(ref: TargetResult) -> ReferenceFailed:
 
 def judge(result: TargetResult, reference: TargetResult, eager: TargetResult,
           tolerance: Tolerance = Tolerance()) -> Outcome:
+    """One target's verdict for a sample: its failure classified, or its outputs checked."""
     for ref in (reference, eager):
         if ref.failure is not None:
             raise reference_failed(ref)

@@ -75,12 +75,14 @@ class Failure:
             object.__setattr__(self, "stage", Stage.parse(str(self.stage)))
 
     def to_dict(self) -> dict[str, Any]:
+        """The failure as JSON (stage as text): the artifact cache stores failures like results."""
         out = dataclasses.asdict(self)
         out["stage"] = self.stage.value
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Failure":
+        """Read a cached failure back, ignoring fields this version does not know."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -48,6 +48,7 @@ def key_owner(owner: str) -> str:
 
 
 def error_key(verdict: Verdict, owner: str, op: str | None, error_line: str) -> str:
+    """The bucket key of an error: verdict, owner family, op and normalized error line."""
     what = "|".join(part for part in (op, normalize_error(error_line)) if part)
     return f"{verdict.value}|{key_owner(owner)}|{what}"
 
@@ -62,6 +63,7 @@ def upgrade_key(key: str) -> str:
 
 
 def mismatch_key(owner: str, culprit: str) -> str:
+    """The bucket key of a wrong answer: blamed on its owner and first divergent op."""
     return f"{Verdict.MISMATCH.value}|{owner}|{culprit}"
 
 

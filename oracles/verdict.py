@@ -20,6 +20,7 @@ __all__ = ["Verdict", "Outcome"]
 
 
 class Verdict(str, enum.Enum):
+    """What happened to one (sample, target): a pass, a wrong answer, or where it failed."""
     PASS = "PASS"
     MISMATCH = "MISMATCH"
     EXPORT_ERROR = "EXPORT_ERROR"
@@ -36,6 +37,7 @@ class Verdict(str, enum.Enum):
 
     @property
     def is_failure(self) -> bool:
+        """Everything but PASS is a failure to triage and store."""
         return self is not Verdict.PASS
 
 
@@ -53,6 +55,7 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The outcome as JSON-ready values (no tensors), to store or print."""
         return {
             "target": self.target,
             "verdict": self.verdict.value,

@@ -207,6 +207,7 @@ def _plugin_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``dlrm-fuzz`` command: run the subcommand, turning known errors into exit statuses."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     # Piped output (CI logs) gets a wide console instead of rich's 80 columns.

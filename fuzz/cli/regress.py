@@ -67,6 +67,7 @@ def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) 
 
 
 def bump_command(console: Console, err: Console, args: argparse.Namespace) -> int:
+    """``dlrm-fuzz bump``: compare two toolchains on the corpus and on fresh fuzzing."""
     from fuzz.regress.bump import BumpOptions, run_bump
     from fuzz.regress.bumpreport import bump_markdown, write_bump_files
     from fuzz.regress.toolchains import current_toolchain, toolchain_from
@@ -86,6 +87,7 @@ def bump_command(console: Console, err: Console, args: argparse.Namespace) -> in
 
 
 def bisect_command(console: Console, err: Console, args: argparse.Namespace) -> int:
+    """``dlrm-fuzz bisect``: find the release that brought or fixed one stored bucket."""
     from fuzz.regress.bisect import (IREE_PACKAGES, BisectError, Step, bisect_releases, parse_range,
                              repro_test, versions_in)
     from fuzz.regress.toolchains import releases

@@ -59,6 +59,7 @@ _SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR
 
 @dataclass(frozen=True)
 class CampaignOptions:
+    """Everything one campaign is told: budget, seed, corpus, targets, workers, limits."""
     budget_s: float = 60.0
     seed: int = 0
     corpus_dir: Path = Path("corpus")
@@ -117,6 +118,7 @@ class ReplayRecord:
 
 @dataclass(frozen=True)
 class ShrinkRecord:
+    """What shrinking one bucket's case did, and whether the stored case was replaced."""
     bucket: str
     target: str
     record: dict[str, object]  # fuzz.triage.shrink.ShrinkResult.to_dict(), or why not shrunk
@@ -125,6 +127,7 @@ class ShrinkRecord:
 
 @dataclass
 class CampaignReport:
+    """What a campaign did and found: counts, findings, timings, for the summary and JSON."""
     targets: list[str] = field(default_factory=list)
     samples: int = 0
     configs_compiled: int = 0
@@ -161,6 +164,7 @@ class CampaignReport:
 
     @property
     def new_buckets(self) -> list[Finding]:
+        """Findings not in the corpus before this campaign: what a user must look at."""
         return [f for f in self.findings if f.new]
 
     def summary(self) -> dict[str, object]:
@@ -339,6 +343,7 @@ class Campaign:
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
+        """Replay the corpus, fuzz until the budget ends, finish the bug work; return the report."""
         options = self.options
         start = self._started = time.monotonic()
         if self._on_start is not None:

@@ -127,4 +127,5 @@ class Coverage:
         return [(knob, [self.counts[knob][c] for c in COLUMNS]) for knob in sorted(self.counts)]
 
     def to_dict(self) -> dict[str, dict[str, int]]:
+        """The counts as JSON (knob value -> column -> count) for the campaign report."""
         return {knob: dict(zip(COLUMNS, counts)) for knob, counts in self.rows()}

@@ -32,6 +32,7 @@ class Interrupted(BaseException):
 
     @property
     def exit_status(self) -> int:
+        """The exit status a shell expects after this signal (128 + its number)."""
         return EXIT_STATUS.get(signal.Signals(self.signum), 128 + self.signum)
 
 

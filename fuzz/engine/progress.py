@@ -55,6 +55,7 @@ class CampaignProgress:
         return Text(self.line(), style="bold")
 
     def phase(self, name: str, report: Any) -> None:
+        """Announce a new campaign phase and show it on the status line."""
         self.phase_name, self._report = name, report
         self.print(f"-- {name}")
 
@@ -71,6 +72,7 @@ class CampaignProgress:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
+        """Stop the live status line so later output prints normally."""
         if self._live is not None:
             self._live.stop()
             self._live = None

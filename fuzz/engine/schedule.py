@@ -91,6 +91,7 @@ class FeatureRecord:
     mixed: bool = False
 
     def add(self, outcome: frozenset[str]) -> None:
+        """Count one run's outcome; a pass or a different outcome makes it mixed."""
         self.runs += 1
         if "PASS" in outcome or (self.outcome is not None and outcome != self.outcome):
             self.mixed = True
@@ -114,6 +115,7 @@ class Planned:
 
 @dataclass
 class Scheduler:
+    """Decides which targets each sample goes to, spending less on known failures."""
     seed: int = 0
     floor: float = 1 / 8
     new_floor: float = 1 / 4
@@ -135,6 +137,7 @@ class Scheduler:
 
     @staticmethod
     def cell(target: Target, sample: Sample) -> Cell:
+        """The cell a run falls in: the target's program group and the sample's features."""
         return (target.program_group, tuple(sample.features()))
 
     def doomed_runs(self, cell: Cell) -> int:

@@ -287,14 +287,17 @@ class DLRMConfig:
 
     @property
     def qr_concat(self) -> bool:
+        """Concatenating QR tables pool twice the width, which the MLP widths must allow for."""
         return self.qr_flag and self.qr_operation == "concat"
 
     @property
     def num_dense(self) -> int:
+        """Dense features per example: the bottom MLP's input width."""
         return self.ln_bot[0]
 
     @property
     def num_tables(self) -> int:
+        """One embedding table (and one sparse input) per ``ln_emb`` entry."""
         return len(self.ln_emb)
 
     @property
@@ -334,11 +337,13 @@ class DLRMConfig:
 
     @property
     def interaction_width(self) -> int:
+        """Width the interaction hands the top MLP, which ``ln_top[0]`` must equal."""
         return interaction_width(self.embedding_width, self.num_tables,
                                  self.arch_interaction_op, self.arch_interaction_itself)
 
     # -- JSON --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready fields (tuples as lists): cache keys and stored cases use it."""
         out = dataclasses.asdict(self)
         for key, value in out.items():
             if isinstance(value, tuple):
@@ -346,10 +351,12 @@ class DLRMConfig:
         return out
 
     def to_json(self) -> str:
+        """Canonical JSON (sorted keys), so equal configs give equal text."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: Any) -> "DLRMConfig":
+        """Rebuild a config from JSON data, naming the first unknown or missing field."""
         if not isinstance(data, dict):
             raise InvalidConfig(f"config={type(data).__name__}: must be a JSON object")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -366,6 +373,7 @@ class DLRMConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "DLRMConfig":
+        """Parse stored or user-given JSON text, malformed text as ``InvalidConfig``."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

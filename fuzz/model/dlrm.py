@@ -93,6 +93,7 @@ class PlainTable(nn.Module):
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
+        """Pool one table's bags through ``nn.EmbeddingBag``, as upstream does."""
         return self.bag(indices, offsets, per_sample_weights=per_sample_weights)
 
 
@@ -115,6 +116,7 @@ class QRTable(nn.Module):
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
+        """Look up quotient and remainder tables with upstream's ops and combine them."""
         quotient = (indices / self.collisions).long()
         remainder = torch.remainder(indices, self.collisions).long()
         # include_last_offset is only passed when set: upstream's call has none.
@@ -148,6 +150,7 @@ class MDTable(nn.Module):
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
+        """Pool the narrow table, then project it up to the base width."""
         return self.proj(self.bag(indices, offsets, per_sample_weights=per_sample_weights))
 
 
@@ -171,6 +174,7 @@ class QuantizedTable(nn.Module):
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
                 per_sample_weights: torch.Tensor | None) -> torch.Tensor:
+        """Pool from the prepacked rows with the quantized rowwise kernel."""
         op = torch.ops.quantized.embedding_bag_byte_rowwise_offsets if self.bits == 8 \
             else torch.ops.quantized.embedding_bag_4bit_rowwise_offsets
         extra = {"include_last_offset": True} if self.include_last_offset else {}
@@ -230,6 +234,7 @@ class DLRM(nn.Module):
         self.top_l = _mlp(config.ln_top, config.sigmoid_top, rng)
 
     def pooling_weights(self, k: int) -> torch.Tensor | None:
+        """Table ``k``'s per-row pooling weights (learned or fixed), or None without the knob."""
         if self.config.weighted_pooling == "learned":
             return self.v_W_l[k]
         if self.config.weighted_pooling == "fixed":
@@ -242,6 +247,7 @@ class DLRM(nn.Module):
         return _cast(_cast(x, self.input_dtype), self.compute_dtype)
 
     def apply_emb(self, lS_o: Any, lS_i: Any, weights: Any = None) -> list[torch.Tensor]:
+        """Pool every table's bags, weighting samples when a knob asks: upstream's loop."""
         # Upstream's loop: iterate the indices (a list, or a 2-D tensor's rows)
         # and index the offsets with k (a list item, or a row of a 2-D tensor).
         pooled = []
@@ -259,6 +265,7 @@ class DLRM(nn.Module):
         return pooled
 
     def interact_features(self, x: torch.Tensor, ly: list[torch.Tensor]) -> torch.Tensor:
+        """Combine dense and pooled features: concatenation, or upstream's pairwise dots."""
         if self.config.arch_interaction_op == "cat":
             return torch.cat([x] + ly, dim=1)
         batch_size, d = x.shape
@@ -273,6 +280,7 @@ class DLRM(nn.Module):
 
     def forward(self, dense_x: torch.Tensor, offsets: Any, indices: Any,
                 per_sample_weights: Any = None) -> torch.Tensor:
+        """Bottom MLP, embeddings, interaction, top MLP (clamped by the loss threshold)."""
         x = self.bot_l(self._input(dense_x))
         ly = self.apply_emb(offsets, indices, per_sample_weights)
         z = self.interact_features(x, ly)
@@ -294,6 +302,7 @@ class FixedLengthDLRM(DLRM):
 
     def forward(self, dense_x: torch.Tensor, indices: Any,  # type: ignore[override]
                 per_sample_weights: Any = None) -> torch.Tensor:
+        """Take no offsets input and pass None inside, so the export has no None argument."""
         return super().forward(dense_x, None, indices, per_sample_weights)
 
 

@@ -71,6 +71,7 @@ class Batch:
 
     @property
     def batch_size(self) -> int:
+        """Examples in the batch: one dense row, and one bag per table, each."""
         return int(self.dense.shape[0])
 
     def _offsets_as_given(self) -> list[np.ndarray]:
@@ -92,6 +93,7 @@ class Batch:
         return [self.dense, *self._offsets_as_given(), *self.indices, *weights]
 
     def validate(self, config: DLRMConfig) -> None:
+        """Reject a batch ``config``'s model cannot take, before any target sees it."""
         dtype = np.dtype(config.index_dtype)
         if self.dense.dtype != np.float32 or self.dense.ndim != 2 \
                 or self.dense.shape[1] != config.num_dense or self.dense.shape[0] < 1:
@@ -143,6 +145,7 @@ class Batch:
                                 f"input_layout='stacked' needs the same count in every table")
 
     def bag_lengths(self, k: int) -> np.ndarray:
+        """How many indices each bag of table ``k`` pools (fixed layout needs them equal)."""
         ends = np.append(self.offsets[k][1:], self.indices[k].shape[0])
         return ends - self.offsets[k]
 
@@ -173,6 +176,7 @@ class Sample:
 
     # -- .npz --------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
+        """Every batch's arrays by a flat name, the layout the stored ``.npz`` uses."""
         out: dict[str, np.ndarray] = {}
         for b, batch in enumerate(self.batches):
             out[f"b{b}_dense"] = batch.dense
@@ -184,6 +188,7 @@ class Sample:
         return out
 
     def npz_bytes(self) -> bytes:
+        """The batches as ``.npz`` bytes, for storing a case in the corpus."""
         buffer = io.BytesIO()
         np.savez(buffer, **self.arrays())  # type: ignore[arg-type]
         return buffer.getvalue()

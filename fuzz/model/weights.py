@@ -56,6 +56,7 @@ class WeightsAsInputs(nn.Module):
         self.names = state_names(model)
 
     def forward(self, state: list[torch.Tensor], args: tuple[Any, ...]) -> Any:
+        """Run the model with ``state`` bound in place of its own weights."""
         return torch.func.functional_call(self.model, dict(zip(self.names, state)), args)
 
 

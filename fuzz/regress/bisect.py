@@ -41,6 +41,7 @@ class BisectError(ValueError):
 
 
 class Mark(str, enum.Enum):
+    """How one release's repro run counts for the bisection (bad, good, or untestable)."""
     BAD = "bad"
     GOOD = "good"
     SKIP = "skip"
@@ -57,6 +58,7 @@ class Step:
     detail: str = ""
 
     def to_dict(self) -> dict[str, object]:
+        """The step as JSON for the bisect report, its mark as plain text."""
         out = asdict(self)
         out["mark"] = self.mark.value
         return out
@@ -79,9 +81,11 @@ class BisectResult:
 
     @property
     def comparable(self) -> bool:
+        """False when the ends showed no transition, so there is no answer to give."""
         return bool(self.direction)
 
     def to_dict(self) -> dict[str, object]:
+        """The result and its steps as JSON, for ``bisect --json``."""
         out = {k: v for k, v in asdict(self).items() if k != "steps"}
         out["steps"] = [s.to_dict() for s in self.steps]
         out["comparable"] = self.comparable

@@ -49,6 +49,7 @@ class BumpError(Exception):
 
 
 class Change(str, enum.Enum):
+    """How a bucket's case moved between the --from and --to toolchains (one report row)."""
     NEW = "new"                      # fails on --to, passed on --from: the bump brought it
     FIXED = "fixed"                  # failed on --from, passes on --to
     MOVED = "moved"                  # fails on both, in different buckets
@@ -74,6 +75,7 @@ class Observation:
 
     @property
     def fails(self) -> bool:
+        """A case fails on a side when it lands in any bucket there."""
         return bool(self.now)
 
 
@@ -122,6 +124,7 @@ def classify(bucket: str, before: Observation, after: Observation,
 
 @dataclass(frozen=True)
 class BumpRow:
+    """One bucket's case in the bump report: what it did on each side and the change."""
     bucket: str
     target: str
     owner: str
@@ -133,6 +136,7 @@ class BumpRow:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
+        """The row as JSON for the bump report file (seconds rounded)."""
         return {"bucket": self.bucket, "target": self.target, "owner": self.owner,
                 "change": self.change.value, "note": self.note, "before": list(self.before),
                 "after": list(self.after), "found": self.found, "seconds": round(self.seconds, 2)}
@@ -151,6 +155,7 @@ class Side:
     pythonpath: str = ""  # this checkout, for a --from/--to PATH without dlrm-fuzz
 
     def to_dict(self) -> dict[str, object]:
+        """The side as JSON: what was installed and where, so a report can be reproduced."""
         return {"label": self.label, "path": self.toolchain.path or None,
                 "pins": [] if self.toolchain.path else list(self.toolchain.resolved()),
                 "python": self.python, "build_seconds": round(self.build_seconds, 2),
@@ -159,6 +164,7 @@ class Side:
 
 @dataclass(frozen=True)
 class BumpOptions:
+    """What ``run_bump`` compares and how: the two toolchains, corpus, budget, workers."""
     to: Toolchain
     from_: Toolchain = field(default_factory=Toolchain)
     corpus_dir: Path = Path("corpus")
@@ -175,6 +181,7 @@ class BumpOptions:
 
 @dataclass
 class BumpReport:
+    """Everything a bump found: the sides, one row per bucket, timings and fuzz figures."""
     sides: list[Side]
     rows: list[BumpRow] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
@@ -182,6 +189,7 @@ class BumpReport:
     junk: list[str] = field(default_factory=list)
 
     def count(self, change: Change) -> int:
+        """How many rows show ``change`` (for the summary and the JSON counts)."""
         return sum(1 for row in self.rows if row.change is change)
 
     def compared(self) -> bool:
@@ -197,6 +205,7 @@ class BumpReport:
         return 1 if any(row.change in news for row in self.rows) else 0
 
     def to_dict(self) -> dict[str, object]:
+        """The whole report as JSON, with per-change counts, for CI and later reading."""
         return {"sides": [s.to_dict() for s in self.sides], "rows": [r.to_dict() for r in self.rows],
                 "counts": {c.value: self.count(c) for c in Change},
                 "phases": {k: round(v, 2) for k, v in self.phases.items()},

@@ -92,17 +92,20 @@ def feature_sample(feature: str, seed: int) -> Sample:
 
 @dataclass
 class Matrix:
+    """One run's feature-by-target cells and bucket notes, saved to compare before/after."""
     targets: list[str]
     cells: dict[str, dict[str, str]] = field(default_factory=dict)  # feature -> target -> cell
     buckets: dict[str, str] = field(default_factory=dict)  # bucket -> culprit / error line
     seconds: float = 0.0
 
     def to_json(self) -> str:
+        """Stable, sorted JSON, so two saved matrices diff cleanly."""
         return json.dumps({"targets": self.targets, "cells": self.cells, "buckets": self.buckets,
                            "seconds": round(self.seconds, 1)}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> "Matrix":
+        """Read a saved matrix back (for ``--against``)."""
         data = json.loads(text)
         return cls(list(data["targets"]), dict(data["cells"]), dict(data.get("buckets", {})),
                    float(data.get("seconds", 0.0)))

@@ -31,6 +31,7 @@ __all__ = ["ReplayStatus", "ReplayResult", "judge_runs", "replay_corpus", "recor
 
 
 class ReplayStatus(str, enum.Enum):
+    """How a stored case behaved on replay compared with what the corpus expects."""
     XFAIL = "XFAIL"
     PASS = "PASS"
     XPASS = "XPASS"
@@ -46,6 +47,7 @@ UNEXPECTED = frozenset({ReplayStatus.XPASS, ReplayStatus.MOVED, ReplayStatus.REG
 
 @dataclass(frozen=True)
 class ReplayResult:
+    """One stored case's replay: its status, the buckets it lands in now, timings."""
     bucket: str
     target: str
     status: ReplayStatus
@@ -63,6 +65,7 @@ class ReplayResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> "ReplayResult":
+        """Read a result back from ``replay --format json`` output (as ``bump`` does)."""
         def strings(value: object) -> tuple[str, ...]:
             return tuple(str(v) for v in value) if isinstance(value, list) else ()
         runs, seconds = data.get("runs", 1), data.get("seconds", 0.0)
@@ -73,6 +76,7 @@ class ReplayResult:
 
     @property
     def unexpected(self) -> bool:
+        """A surprise against the corpus: ``replay --strict`` fails on it unless ``--update``."""
         return self.status in UNEXPECTED
 
 

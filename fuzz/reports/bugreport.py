@@ -32,6 +32,7 @@ class BugReportJob:
 
     @property
     def target_name(self) -> str:
+        """Names the folder, so a worker lost on this job is reported against it."""
         return f"report:{Path(self.folder).name}"
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:

@@ -75,6 +75,7 @@ def _what(entry: CorpusEntry) -> str:
 
 
 def title(entry: CorpusEntry) -> str:
+    """A one-line issue title: the upstream project to file with, and what goes wrong."""
     up = upstream_of(entry)
     return f"[{up.project}] {_what(entry)}"[:200]
 
@@ -185,6 +186,7 @@ def _digest_rows(entries: Sequence[CorpusEntry]) -> list[dict[str, Any]]:
 
 
 def digest_json(entries: Sequence[CorpusEntry]) -> str:
+    """The corpus digest (one row per bucket) as JSON, for scripts and CI."""
     return json.dumps({"buckets": _digest_rows(entries)}, indent=2, sort_keys=True) + "\n"
 
 

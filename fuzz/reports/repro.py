@@ -83,6 +83,7 @@ class Repro:
     output: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The repro's outcome as JSON, stored with the case under ``repro``."""
         return dataclasses.asdict(self)
 
 

@@ -83,6 +83,7 @@ class ToolFiles:
     expect: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The tool files and commands as JSON, stored with the case under ``tools``."""
         return {"tool": self.tool, "target": self.target, "files": list(self.files),
                 "commands": list(self.commands), "expect": self.expect}
 

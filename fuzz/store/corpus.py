@@ -149,6 +149,7 @@ class CorpusEntry:
         return _shape_modes(self.seen_on)
 
     def with_seen(self, targets: Any) -> "CorpusEntry":
+        """The entry with ``targets`` added to the targets it was seen failing on."""
         return dataclasses.replace(self, seen_on=tuple(sorted(set(self.seen_on) | set(targets))))
 
 

@@ -40,6 +40,7 @@ _LOCK = ".lock"
 
 
 def default_cache_dir() -> Path:
+    """Where compiled programs persist between runs: $DLRM_FUZZ_CACHE, else the XDG cache."""
     base = os.environ.get("DLRM_FUZZ_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dlrm-fuzz")
     return Path(base)
@@ -61,6 +62,7 @@ def cache_key(*parts: Any) -> str:
 
 
 class ArtifactCache:
+    """On-disk, size-bounded LRU store of lowered programs, vmfbs and stage failures."""
     def __init__(self, root: Path, max_bytes: int = 2 * 1024**3) -> None:
         self.root = Path(root)
         self.max_bytes = max_bytes
@@ -73,6 +75,7 @@ class ArtifactCache:
 
     # -- raw bytes ---------------------------------------------------------
     def get_bytes(self, key: str) -> bytes | None:
+        """The payload under ``key``, or None when absent or corrupt (then deleted)."""
         path = self._path(key)
         try:
             data = path.read_bytes()
@@ -93,6 +96,7 @@ class ArtifactCache:
         return payload
 
     def put_bytes(self, key: str, payload: bytes) -> None:
+        """Store a checksummed payload atomically; write errors are ignored."""
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +151,7 @@ class ArtifactCache:
         return found
 
     def size_bytes(self) -> int:
+        """Bytes on disk, counted file by file (rebuilds the ledger when missing or torn)."""
         return sum(size for _, size, _ in self._entries())
 
     def _evict(self) -> int:
@@ -162,6 +167,7 @@ class ArtifactCache:
 
     # -- typed entries -----------------------------------------------------
     def get(self, key: str) -> str | bytes | Failure | None:
+        """A cached program text, binary, or stage failure (raised again by callers)."""
         payload = self.get_bytes(key)
         if payload is None:
             return None
@@ -175,6 +181,7 @@ class ArtifactCache:
         return None
 
     def put(self, key: str, value: str | bytes | Failure) -> None:
+        """Cache a program text, binary or stage failure, tagged so ``get`` returns its type."""
         if isinstance(value, Failure):
             payload = b"F" + json.dumps(value.to_dict()).encode()
         elif isinstance(value, str):

@@ -45,6 +45,7 @@ class UnavailableTarget(ValueError):
 
 @dataclass(frozen=True)
 class Target:
+    """One way of running the model (eager, or a compiler and backend) that the fuzzer compares."""
     name: str
     description: str
 
@@ -63,9 +64,11 @@ class Target:
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Build what ``run`` executes for ``config`` and ``seed``; a stage failure raises."""
         raise NotImplementedError
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        """Run a compiled artifact on one batch's flat inputs; returns its outputs as arrays."""
         raise NotImplementedError
 
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
@@ -122,20 +125,24 @@ class EagerTarget(Target):
     dtype: str = "float32"
 
     def owner(self, stage: str) -> str:
+        """Every failure of eager PyTorch is PyTorch's own, whatever the stage."""
         return "pytorch:eager"
 
     @property
     def lowering_owner(self) -> str:
+        """Eager runs no lowering; PyTorch itself stands in for it in blame."""
         return "pytorch:eager"
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Eager has no compiler: building the model (float64 for the reference) is its compile."""
         from fuzz.model.dlrm import build, build_reference
 
         factory = build_reference if self.dtype == "float64" else build
         return timer.measure("build", lambda: memory_stage("build", lambda: factory(config, seed)))
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        """Forward pass in this dtype; the float64 reference also returns its rounding spread."""
         import torch
 
         from fuzz.model.dlrm import rounding_spread, to_torch
@@ -169,9 +176,11 @@ class CompiledTarget(Target):
 
     @property
     def any_shape(self) -> bool:
+        """Only a program compiled with dynamic shapes accepts every batch shape."""
         return self.dynamic
 
     def owner(self, stage: str) -> str:
+        """Blame export to torch.export, import to torch-mlir, the rest to the backend."""
         if stage in ("build", "export"):
             return "torch.export"
         if stage == "import":
@@ -186,22 +195,27 @@ class CompiledTarget(Target):
 
     @property
     def lowering_owner(self) -> str:
+        """The torch-mlir lowering to ``output_type`` produced what the backend consumed."""
         return f"torch-mlir:{self.output_type}"
 
     def dynamic_variant(self) -> "CompiledTarget":
+        """The same target compiled with dynamic shapes (a ``-dyn`` twin in the table)."""
         return dataclasses.replace(self, name=f"{self.name}-dyn", dynamic=True,
                                    description=f"{self.description} (dynamic shapes)")
 
     @property
     def program_group(self) -> str:
+        """Targets with one output type and shape mode lower the model to the same program."""
         return f"{self.output_type}|{self.import_group}"
 
     @property
     def import_group(self) -> str:
+        """Static and dynamic forms each share one export and one Torch IR import."""
         return "dynamic" if self.dynamic else "static"
 
     def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None) -> str:
+        """The model lowered to ``output_type`` MLIR, cached by everything that determines it."""
         from fuzz.targets import pipeline
         from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
 
@@ -250,6 +264,7 @@ class CompiledTarget(Target):
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Lower the model (cached) and hand the program to this target's backend."""
         mlir = self.lowered(config, seed, example, timer, cache)
         return self.compile_program(mlir, timer, cache)
 
@@ -265,6 +280,7 @@ class CompiledTarget(Target):
         return timer.measure("build", lambda: state_arrays(build(config, seed)))
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        """Backend-specific: turn lowered MLIR text into a runnable artifact."""
         raise NotImplementedError
 
     def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
@@ -284,9 +300,11 @@ class CompiledTarget(Target):
                                     timer, cache)
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        """Call the loaded module on the flat inputs, timed as the run stage."""
         return timer.measure("run", lambda: artifact.module(inputs))
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
+        """Keep the lowered MLIR with a finding, named by its output type."""
         return {f"{self.output_type}.mlir": artifact.mlir}
 
 
@@ -345,6 +363,7 @@ class IreeTarget(CompiledTarget):
 
     @property
     def lowering_owner(self) -> str:
+        """Who lowered what IREE compiled; for torch input, TorchToLinalg run inside IREE."""
         # IREE's torch input conversion runs torch-mlir's TorchToLinalg inside
         # IREE: a fault of that lowering shows up here too, as the same error.
         if self.output_type == "torch":
@@ -352,6 +371,7 @@ class IreeTarget(CompiledTarget):
         return f"torch-mlir:{self.output_type}"
 
     def availability(self) -> tuple[bool, str]:
+        """Needs the backend in the installed IREE compiler and a device for the driver."""
         if self.backend not in _compiler_backends():
             return False, (f"the installed IREE compiler has no '{self.backend}' backend; "
                            f"install an iree-base-compiler build that includes it")
@@ -365,11 +385,13 @@ class IreeTarget(CompiledTarget):
 
     @property
     def compile_group(self) -> str:
+        """The vmfb cache key (program, backend, flags): drivers of one compile share it."""
         # The vmfb cache key is (program, backend, flags): iree-cpu and
         # iree-cpu-sync share one compile.
         return "|".join([self.program_group, self.backend, *self.flags])
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        """Compile to a vmfb (cached by source, backend, flags, versions) and load it."""
         from fuzz.targets import pipeline
 
         source, flags = self.prepare(mlir)
@@ -395,10 +417,12 @@ class VulkanTarget(IreeTarget):
 
     @property
     def compile_group(self) -> str:
+        """The device description added by ``prepare`` is part of what gets compiled."""
         # The device description ``prepare`` adds is part of what is compiled.
         return f"{super().compile_group}|described={self.describe_device}"
 
     def prepare(self, mlir: str) -> tuple[str, tuple[str, ...]]:
+        """Target the Vulkan device present, unless IREE's default target was asked for."""
         if not self.describe_device:
             return mlir, self.flags
         from fuzz.targets.vulkan import prepare_for_vulkan
@@ -414,14 +438,17 @@ class RefBackendTarget(CompiledTarget):
 
     @property
     def backend_owner(self) -> str:
+        """One owner for the reference backend, apart from any IREE backend."""
         return "torch-mlir:refbackend"
 
     def availability(self) -> tuple[bool, str]:
+        """Needs a torch-mlir wheel built with the refbackend passes and ExecutionEngine."""
         from fuzz.targets.refbackend import refbackend_available
 
         return refbackend_available()
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        """Compile the lowered program with torch-mlir's refbackend (not cached)."""
         from fuzz.targets.refbackend import RefBackendModule
 
         return _Artifact(mlir, timer.measure("compile", lambda: RefBackendModule(mlir)))
@@ -451,6 +478,7 @@ class FakeTarget(Target):
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Misbehave as ``behaviour`` says, then build the model as eager does."""
         timer.measure("compile", self._misbehave)
         return _HEALTHY.compile(config, seed, example, timer, cache)
 
@@ -474,6 +502,7 @@ class FakeTarget(Target):
             raise StageFailure("compile", "FakeCompilerError", "fake-raise: error: deliberate failure")
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        """Eager's answer, plus fresh noise on every call when ``flaky``."""
         answer = _HEALTHY.run(artifact, inputs, timer)
         if self.behaviour == "flaky":
             # Nondeterministic on purpose (a race in a runtime, uninitialized
@@ -506,10 +535,12 @@ class FakeWrongOpTarget(Target):
 
     @property
     def any_shape(self) -> bool:
+        """Only the dynamic form accepts every batch shape, as with real compilers."""
         return self.dynamic
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Export the model (failing on int32 first if asked), as a real target would."""
         from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
 
         if self.refuses_int32 and config.index_dtype == "int32":
@@ -523,12 +554,14 @@ class FakeWrongOpTarget(Target):
 
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:
+        """Export any module to an ATen graph that ``run`` interprets with the fault."""
         from fuzz.targets import pipeline
 
         exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
         return timer.measure("compile", exported.module)
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
+        """Interpret the graph with ``op``'s outputs corrupted: the known wrong answer."""
         return timer.measure("run", lambda: _run_corrupting(artifact, inputs, self.op))
 
 

@@ -48,22 +48,27 @@ class StageFailure(Exception):
 
     @property
     def stage(self) -> Stage:
+        """Which pipeline stage failed, which decides the owner and the bucket."""
         return self.failure.stage
 
     @property
     def error_type(self) -> str:
+        """The exception's type name, part of the failure's signature."""
         return self.failure.error_type
 
     @property
     def message(self) -> str:
+        """The error text the failure's signature is made from."""
         return self.failure.message
 
     @property
     def program(self) -> str | None:
+        """The program text the stage choked on, kept for the bug report (or None)."""
         return self.failure.program
 
     @program.setter
     def program(self, text: str | None) -> None:
+        """Attach the failing program once known (a lowering adds its raw import)."""
         self.failure = dataclasses.replace(self.failure, program=text)
 
 
@@ -104,6 +109,7 @@ class Timer:
         self._on_stage = on_stage
 
     def measure(self, stage: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` as ``stage``, announcing the stage and adding its wall time."""
         if self._on_stage is not None:
             self._on_stage(stage)
         start = time.perf_counter()
@@ -255,6 +261,7 @@ def lower_torch(torch_ir: str, output_type: str, raw: str | None = None) -> str:
 
 
 def compile_vmfb(mlir: str, backend: str, flags: Sequence[str]) -> bytes:
+    """IREE-compile MLIR for ``backend`` into a vmfb, failures as compile-stage failures."""
     import iree.compiler as ireec
 
     result = run_stage("compile", lambda: ireec.compile_str(

@@ -37,6 +37,7 @@ def _versions() -> tuple[tuple[str, str], ...]:
 
 
 def tool_versions() -> dict[str, str]:
+    """Installed versions of the toolchain packages: part of every cache key and report."""
     return dict(_versions())
 
 

@@ -114,6 +114,7 @@ class Ablation:
     sample: Sample
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the features the failure needs, and the reduced config and seed."""
         return {"minimal": list(self.minimal), "untested": list(self.untested),
                 "steps": self.steps, "seconds": round(self.seconds, 3),
                 "config": self.sample.config.to_dict(), "seed": self.sample.seed}

@@ -241,6 +241,7 @@ def keep_tables(sample: Sample, keep: Sequence[int]) -> Sample | None:
 
 
 def drop_table(sample: Sample, k: int) -> Sample | None:
+    """A shrink step: the sample without table ``k`` (None when that cannot be done)."""
     return keep_tables(sample, [t for t in range(sample.config.num_tables) if t != k])
 
 
@@ -335,6 +336,7 @@ def set_knob(sample: Sample, name: str, value: Any) -> Sample | None:
 
 
 def knob_to_default(sample: Sample, name: str) -> Sample | None:
+    """A shrink step: one config knob back to its default, so the case reads simpler."""
     return set_knob(sample, name, knobs()[name])
 
 
@@ -355,6 +357,7 @@ def knobs_to_default(sample: Sample, names: Sequence[str]) -> Sample | None:
 
 # -- batches, examples, bags -----------------------------------------------
 def keep_batches(sample: Sample, keep: Sequence[int]) -> Sample | None:
+    """Only the batches ``keep`` (None when that keeps all or none): fewer runs to read."""
     chosen = _valid_positions(len(sample.batches), keep)
     if not chosen or len(chosen) == len(sample.batches):
         return None
@@ -362,6 +365,7 @@ def keep_batches(sample: Sample, keep: Sequence[int]) -> Sample | None:
 
 
 def drop_batch(sample: Sample, b: int) -> Sample | None:
+    """A shrink step: the sample without batch ``b`` (None when that cannot be done)."""
     return keep_batches(sample, [i for i in range(len(sample.batches)) if i != b])
 
 
@@ -392,6 +396,7 @@ def keep_examples(sample: Sample, b: int, keep: Sequence[int]) -> Sample | None:
 
 
 def drop_example(sample: Sample, b: int, row: int) -> Sample | None:
+    """A shrink step: batch ``b`` without example ``row``, its bags too."""
     if not 0 <= b < len(sample.batches):
         return None
     return keep_examples(sample, b, [r for r in range(sample.batches[b].batch_size) if r != row])
@@ -453,6 +458,7 @@ def zero_indices(sample: Sample, b: int | None = None, k: int | None = None) -> 
 
 
 def halve_indices(sample: Sample) -> Sample | None:
+    """Every index halved: smaller, easier-to-read values that stay in range."""
     return _map_bags(sample, lambda b, k, bags: [bag // 2 for bag in bags])
 
 
@@ -490,4 +496,5 @@ def unit_weights(sample: Sample) -> Sample | None:
 
 
 def with_seed(sample: Sample, seed: int) -> Sample | None:
+    """A shrink step: the same case with weight seed ``seed`` (shrinking tries 0, the plainest)."""
     return _rebuild(sample, seed=seed)

@@ -51,6 +51,7 @@ class LocalizeJob:
 
     @property
     def target_name(self) -> str:
+        """The target, so a worker lost while localizing is blamed on it."""
         return self.target.name
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
@@ -88,6 +89,7 @@ def stage_owner(target: Target, result: TargetResult, outcome: Outcome) -> str:
 
 
 def culprit_of(localization: Any) -> str | None:
+    """A localization's culprit as an ``op:`` bucket key part, or None when not found."""
     culprit = getattr(localization, "culprit", None)
     return f"op:{culprit}" if culprit else None
 
@@ -139,6 +141,7 @@ class Triage:
 
     def findings(self, sample: Sample, targets: dict[str, Target],
                  results: dict[str, TargetResult], outcomes: dict[str, Outcome]) -> list[Finding]:
+        """Group one sample's failing targets into findings, each with its owner and culprit."""
         failing = [name for name in targets if outcomes[name].verdict is not Verdict.PASS]
         clusters = self._clusters(failing, targets, results, outcomes)
         culprits = self._culprits(sample, targets, outcomes, clusters)

@@ -58,10 +58,12 @@ class Localization:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, recorded with the finding (``Triage`` adds the target)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Localization":
+        """Read a stored localization back, tolerating fields older cases lack."""
         return cls(data.get("culprit"), str(data.get("method", "none")), str(data.get("note", "")),
                    dict(data.get("details") or {}))
 

@@ -61,7 +61,8 @@ class Job(Protocol):
     CRASH / TIMEOUT result) and runs with the worker's stage hook and cache."""
 
     @property
-    def target_name(self) -> str: ...
+    def target_name(self) -> str:
+        """The target a lost worker's CRASH or TIMEOUT result is filed under."""
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any: ...
 
@@ -75,6 +76,7 @@ class ExecuteJob:
 
     @property
     def target_name(self) -> str:
+        """The target compiled, so a worker that dies blames it."""
         return self.target.name
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> TargetResult:
@@ -158,6 +160,7 @@ class AnswerQueue:
     _urgent: set[int]
 
     def submit(self, job: Any, after: int | None = None, urgent: bool = False) -> int:
+        """Queue ``job`` (after ticket ``after``, or ahead if urgent); returns its ticket."""
         raise NotImplementedError
 
     def _enqueue(self, queue: "collections.deque[Any]", entry: Any, urgent: bool) -> None:
@@ -176,6 +179,7 @@ class AnswerQueue:
 
     @property
     def pending(self) -> int:
+        """Jobs submitted whose answers are not collected yet: whether waiting can end."""
         raise NotImplementedError
 
     def _open_tickets(self) -> set[int]:
