@@ -62,3 +62,39 @@ def test_a_plugin_written_against_the_old_paths_still_loads(tmp_path, monkeypatc
     with pytest.warns(DeprecationWarning):
         loaded = load_plugins(["old_plugin:make"])
     assert "old-plugin-eager" in loaded
+
+
+def _public_definitions_without_docstring() -> list[str]:
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    missing: list[str] = []
+
+    def walk(body: list[ast.stmt], where: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and not node.name.startswith("_"):
+                if ast.get_docstring(node) is None:
+                    missing.append(f"{where}:{node.lineno} {node.name}")
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, where)
+
+    for package in ("fuzz", "strategies", "oracles"):
+        for path in sorted((root / package).rglob("*.py")):
+            walk(ast.parse(path.read_text()).body, str(path.relative_to(root)))
+    return missing
+
+
+def test_every_public_definition_says_why_it_exists() -> None:
+    assert _public_definitions_without_docstring() == []
+
+
+def test_every_package_declares_its_public_surface() -> None:
+    import pkgutil
+
+    import fuzz
+    for info in pkgutil.iter_modules(fuzz.__path__, "fuzz."):
+        if info.ispkg:
+            module = importlib.import_module(info.name)
+            assert isinstance(getattr(module, "__all__", None), list), info.name
+            assert module.__doc__, info.name
