@@ -83,6 +83,25 @@ def assert_freed_workers_answer_while_one_hangs(pool: Any, hang_limit_s: float) 
     assert pool.busy_s - busy_before >= hang_limit_s
 
 
+def assert_cancel_drops_queued_jobs_only(pool: Any) -> None:
+    """``cancel``, for any pool: at the end of a budget the campaign drops
+    what no worker has started; the dropped tickets never answer, the
+    running ones still do, and a follower of a dropped job is dropped too."""
+    from fuzz.targets.catalog import resolve_targets
+
+    (ok,) = resolve_targets(["fake-ok"])
+    assert pool.slots == 2
+    tickets = [pool.submit((ok, tiny_sample())) for _ in range(5)]
+    tickets.append(pool.submit((ok, tiny_sample()), after=tickets[-1]))
+    assert pool.cancel(tickets) == set(tickets[2:])  # the first two had started
+    got: dict[int, Any] = {}
+    while pool.pending:
+        got.update(pool.completed())
+    assert sorted(got) == tickets[:2]
+    assert all(getattr(answer, "failure", "?") is None for answer in got.values())
+    assert pool.cancel(tickets) == set() and pool.waiting == 0
+
+
 def assert_followers_wait_for_their_leaders(pool: Any) -> None:
     """``submit(job, after=ticket)``, for any pool: a follower never starts
     before its leader's answer is in, while a job that waits for nothing

@@ -346,10 +346,91 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     buckets = [f"compile_error-00000000000{i}" for i in range(4)]
     campaign.unshrunk = list(buckets)
     campaign._needs_report.update(buckets)
-    # 4 reports x 13 s / 2 workers = 26 s of the 20 s left before the end of
-    # the finish phase: no shrink turn starts, whatever generation's deadline.
+    # Reports measured at 13 s each in this campaign: 4 x 13 s / 2 workers =
+    # 26 s of the 20 s left before the end of the finish phase, so no shrink
+    # turn starts, whatever generation's deadline.
+    campaign._report_costs = [12.0, 14.0]
     campaign._finish_by = time.monotonic() + 20
     campaign._bug_work(deadline=time.monotonic() + 5)
     assert campaign.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
     assert {r.bucket: r.record for r in campaign.report.shrinks} == {
         b: {"skipped": "budget kept for the reports"} for b in buckets}
+
+
+def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path) -> None:
+    """Before any report job has answered the reserve uses the estimate;
+    after, the mean of the report jobs this campaign has measured."""
+    from fuzz.engine.campaign import _REPORT_S
+
+    class Pool:
+        slots = 2
+
+    campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
+    campaign.pool = Pool()  # type: ignore[assignment]
+    campaign.unshrunk = ["a", "b"]
+    campaign._needs_report.update({"b", "c", "d"})
+    assert campaign._report_reserve_s() == pytest.approx(4 * _REPORT_S / 2)
+    campaign._report_costs = [4.0, 6.0]
+    assert campaign._report_reserve_s() == pytest.approx(4 * 5.0 / 2)
+
+
+def test_jobs_not_started_when_the_budget_ends_are_dropped(tmp_path: Path) -> None:
+    """At the deadline the generated samples' queued jobs are dropped; a
+    sample is judged on the targets that answered: a new error is filed (its
+    bucket does not depend on which targets ran), a new wrong answer seen on
+    part of the targets is noted, not filed; a sample whose references were
+    dropped is not judged at all."""
+    from fuzz.engine.campaign import dispatch_order
+
+    targets = ("fake-raise", "fake-wrong-relu", "fake-ok", "fake-wrong-bmm")
+    campaign = Campaign(CampaignOptions(targets=targets, corpus_dir=tmp_path / "corpus",
+                                        workers=1, replay=False, shrink=False, report=False))
+    assert [t.name for t in dispatch_order(campaign.targets)] == list(targets)
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        first = campaign._submit(tiny_sample(), campaign.targets, index=1)
+        # One worker: the references, fake-raise and fake-wrong-relu answer,
+        # fake-ok runs, fake-wrong-bmm waits ...
+        while first.left > 2:
+            campaign._take_answers()
+        second = campaign._submit(tiny_sample(seed=8), campaign.targets, index=2)
+        # ... and so do the second sample's six jobs.
+        campaign._cut_at_deadline()
+        assert campaign.report.cut_jobs == 7 and first.cut and second.cut
+        while campaign._flights:
+            campaign._drain()
+    report = campaign.report
+    assert report.cut_samples == 1  # the second: its references never ran
+    assert [f.target for f in report.findings] == ["fake-raise"]
+    assert report.findings[0].verdict is Verdict.COMPILE_ERROR
+    assert (tmp_path / "corpus" / report.findings[0].bucket / "case.json").exists()
+    (unfiled,) = report.cut_unfiled
+    assert "new wrong answer on fake-wrong-relu" in unfiled
+    assert not list((tmp_path / "corpus").glob("mismatch-*"))
+    assert report.outcomes[("fake-ok", "PASS")] == 1
+    assert not [key for key in report.outcomes if key[0] == "fake-wrong-bmm"]
+
+
+def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
+        tmp_path: Path) -> None:
+    """A new wrong answer localized to an op is reported first; when its
+    single-op repro reproduces, that is the bucket's minimal case (recorded
+    as its shrink, actionable); when the report falls back to the model
+    form, the bucket goes to shrinking."""
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
+                                        workers=1, replay=False))
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+    assert found.culprit == "op:aten.relu.default" and found.new
+    assert campaign._op_first == {found.bucket} and campaign.unshrunk == []
+    assert campaign._to_report == [found.bucket]
+    campaign.report.repro_status[found.bucket] = "reproduces"
+    campaign._after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
+    assert campaign.unshrunk == []
+    (record,) = campaign.report.shrinks
+    assert record.record["stopped"] == "single-op" and record.record["op"] == found.culprit
+    assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink["stopped"] == "single-op"
+    assert campaign.report.actionable() == ([found.bucket], {})
+    campaign._after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
+    assert campaign.unshrunk == [found.bucket]

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -29,7 +29,8 @@ from fuzz.workers.raypool import (MAX_ATTEMPTS, ClusterLost, RayPool, RayUnavail
 from fuzz.targets.catalog import TARGETS, resolve_targets  # noqa: E402
 from fuzz.workers.pool import HarnessError  # noqa: E402
 from oracles import Verdict, classify, judge  # noqa: E402
-from tests.helpers import (assert_followers_wait_for_their_leaders,  # noqa: E402
+from tests.helpers import (assert_cancel_drops_queued_jobs_only,  # noqa: E402
+                           assert_followers_wait_for_their_leaders,  # noqa: E402
                            assert_freed_workers_answer_while_one_hangs, tiny_sample)  # noqa: E402
 from tests.raypool_jobs import (KillsItsActor, LosesItsActorOnce, SlowJob,  # noqa: E402
                                 WhereAmI)
@@ -150,6 +151,16 @@ class TestLocalCluster:
         assert time.monotonic() - began < 2
         ((ticket, result),) = pool.completed()
         assert ticket == hung and result.failure is not None and result.failure.timed_out
+
+    def test_cancel_drops_queued_jobs_and_lets_running_ones_answer(self, pool: RayPool) -> None:
+        assert_cancel_drops_queued_jobs_only(pool)
+        # Jobs that run here sit in the coordinator's own one-worker pool.
+        here = [pool.submit(WhereAmI(runs_here=True)) for _ in range(3)]
+        assert pool.cancel(here) == set(here[1:])
+        got: dict[int, Any] = {}
+        while pool.pending:
+            got.update(pool.completed())
+        assert list(got) == here[:1] and got[here[0]] == os.getpid()
 
     def test_jobs_on_this_machines_files_run_here(self, pool: RayPool) -> None:
         """A job that writes the corpus (a bug report) runs on the coordinator,

@@ -11,7 +11,8 @@ import pytest
 from fuzz.targets.catalog import resolve_targets
 from fuzz.workers.pool import WorkerPool
 from oracles import Verdict, classify
-from tests.helpers import (assert_followers_wait_for_their_leaders,
+from tests.helpers import (assert_cancel_drops_queued_jobs_only,
+                           assert_followers_wait_for_their_leaders,
                            assert_freed_workers_answer_while_one_hangs, tiny_sample)
 
 
@@ -212,3 +213,8 @@ def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> N
     for process in processes:
         process.join(timeout=10)
         assert not process.is_alive(), "a worker outlived the pool's shutdown"
+
+
+
+def test_cancel_drops_queued_jobs_and_lets_running_ones_answer(pool: WorkerPool) -> None:
+    assert_cancel_drops_queued_jobs_only(pool)

@@ -494,6 +494,10 @@ def _summary(console: Console, report: CampaignReport) -> None:
                                              "seen on a partial schedule)")
         _row(head, "sent to no target", f"{report.unscheduled} samples (every program group "
                                         "would have landed in known buckets)")
+    if report.cut_jobs:
+        _row(head, "cut when the budget ended",
+             f"{report.cut_jobs} queued jobs dropped, {report.cut_samples} samples not judged"
+             + "".join(f"; {line}" for line in report.cut_unfiled))
     if report.skipped:
         _row(head, "skipped samples", f"{len(report.skipped)} (eager PyTorch ran out of a "
                                       "worker's memory: raise --memory-mb to check them)")
@@ -544,8 +548,10 @@ def _summary(console: Console, report: CampaignReport) -> None:
         for record in report.shrinks:
             r = record.record
             seconds, tried = _number(r.get("seconds")), _number(r.get("steps_tried"))
-            _row(shrunk, record.bucket, record.target, _size(r.get("size_before")),
-                           _size(r.get("size_after")) if "skipped" not in r else str(r["skipped"]),
+            after = str(r["skipped"]) if "skipped" in r else \
+                f"one op: {r.get('op')}" if r.get("stopped") == "single-op" \
+                else _size(r.get("size_after"))
+            _row(shrunk, record.bucket, record.target, _size(r.get("size_before")), after,
                            f"{r.get('steps_accepted', 0)}/{r.get('steps_tried', 0)}",
                            str(r.get("steps_rejected", 0)),
                            f"{tried / seconds:.1f}" if seconds > 0 else "-",

@@ -16,6 +16,7 @@ corpus writes are never cut in half.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,14 +45,17 @@ PHASES = ("replay", "generate", "finish")
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
 # Worker seconds of one report job (export, compile, run repro.py in a fresh
-# interpreter, tool files), measured on 2 cores; the budget keeps room for them.
-_REPORT_S = 13.0
+# interpreter, tool files) until the campaign has measured its own: 5-7 s for
+# a shrunk case on 2 cores. The budget keeps room for the reports to write.
+_REPORT_S = 8.0
 # The finish phase waits at least this long for the reports in flight.
 _LAST_WAIT_S = 10.0
 # One bucket's turn at shrinking: short, so that one slow wrong answer does not
 # hold up a queue of lowering failures that shrink in seconds each.
 _SHRINK_TURN_S = 20.0
 # Cheapest to shrink first (the verdict part of a bucket id).
+# Repro forms that hold one op: a bucket reproducing in one is minimal.
+_SINGLE_OP_FORMS = ("single-op", "export")
 _SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR",
                  "LOWERING_ERROR", "COMPILE_ERROR", "RUNTIME_ERROR", "CRASH", "TIMEOUT",
                  "MISMATCH")
@@ -158,6 +162,11 @@ class CampaignReport:
     draws_reseeded: int = 0  # failing draws re-run as samples of their own
     first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
     busy_s: float = 0.0  # seconds workers spent on jobs
+    # At the end of the budget: jobs dropped before they started, and the
+    # samples of which too little had run to be judged at all.
+    cut_jobs: int = 0
+    cut_samples: int = 0
+    cut_unfiled: list[str] = field(default_factory=list)  # new wrong answers not filed
     workers: int = 0
     # Wall seconds of the generate phase spent shrinking (inside the budget).
     shrink_s: float = 0.0
@@ -188,6 +197,8 @@ class CampaignReport:
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s),
                 "shrink_s": round(self.shrink_s, 2),
+                "cut_at_deadline": {"jobs": self.cut_jobs, "samples": self.cut_samples,
+                                    "unfiled": list(self.cut_unfiled)},
                 "actionable": self._actionable_summary()}
 
     def _actionable_summary(self) -> dict[str, object]:
@@ -204,7 +215,7 @@ class CampaignReport:
         for finding in self.new_buckets:
             record = shrinks.get(finding.bucket, {"skipped": "not shrunk"})
             repro = self.repro_status.get(finding.bucket, "no report")
-            if "skipped" in record or record.get("stopped") != "fixpoint":
+            if "skipped" in record or record.get("stopped") not in ("fixpoint", "single-op"):
                 why = str(record.get("skipped") or f"shrinking stopped on {record.get('stopped')}")
                 unconfirmed[finding.bucket] = f"not minimal: {why}"
             elif repro != "reproduces":
@@ -232,6 +243,14 @@ class _InFlight:
     left: int = 0
     partial: bool = False  # the scheduler left some targets out
     repairs: tuple[str, ...] = ()  # a repaired variant: the features switched off
+    cut: bool = False  # some jobs were dropped at the end of the budget (``_CUT`` answers)
+
+
+class _Cut:
+    """The answer of a job dropped at the end of the budget before it started."""
+
+
+_CUT = _Cut()
 
 
 def _headline(error: object) -> str:
@@ -333,6 +352,8 @@ class Campaign:
         # changed while theirs ran (their report is written again).
         self._reports: dict[int, str] = {}
         self._stale_reports: set[str] = set()
+        self._report_costs: list[float] = []  # worker seconds of each report job so far
+        self._op_first: set[str] = set()  # new op-level buckets whose single-op report runs
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
         self._needs_report: set[str] = set()  # new or replaced cases without their report
         self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
@@ -534,7 +555,9 @@ class Campaign:
                             round_size=min(ROUND, options.max_samples or ROUND))
             except _BudgetSpent:
                 pass
-        while self._flights:  # what is in flight when the budget ends is still checked
+        if time.monotonic() >= deadline:
+            self._cut_at_deadline()
+        while self._flights:  # what is running when the budget ends is still checked
             self._drain()
         # A campaign of replay and shrinking only (or one that found its bugs
         # late) spends what is left of the budget on the buckets.
@@ -579,6 +602,21 @@ class Campaign:
         if index is not None:
             self._flights.append(flight)
         return flight
+
+    def _cut_at_deadline(self) -> None:
+        """Drop the generated samples' jobs that no worker has started: with
+        every sample going to every target, the queue behind the running jobs
+        holds a minute or more of compiles that would eat the finish phase.
+        What already ran is judged on the targets that answered."""
+        assert self.pool is not None
+        queued = [ticket for ticket, (flight, _) in self._open.items() if flight.index is not None]
+        dropped = self.pool.cancel(queued)
+        self.report.cut_jobs += len(dropped)
+        for ticket in dropped:
+            flight, position = self._open.pop(ticket)
+            flight.answers[position] = _CUT
+            flight.left -= 1
+            flight.cut = True
 
     def _take_answers(self, timeout: float | None = None) -> None:
         assert self.pool is not None
@@ -628,6 +666,8 @@ class Campaign:
         faults = [a for a in flight.answers if isinstance(a, HarnessFault)]
         if faults:
             raise HarnessError(str(faults[0]))
+        if flight.cut and not self._trim_cut(flight):
+            return []
         sample, ordered = flight.sample, flight.ordered
         reference, eager = flight.answers[0], flight.answers[1]
         results = {t.name: r for t, r in zip(ordered, flight.answers[2:])}
@@ -647,7 +687,9 @@ class Campaign:
         findings = self.triage.findings(sample, judged, results, outcomes)
         if not file:
             return findings
-        if flight.partial and any(f.bucket not in self.known for f in findings):
+        if flight.cut:
+            findings = self._witnessed(findings, flight)
+        elif flight.partial and any(f.bucket not in self.known for f in findings):
             # Blame compares lowerings and backends: a bucket the corpus does
             # not know is only filed from a run on every target.
             self._count(results, outcomes)
@@ -676,6 +718,35 @@ class Campaign:
             self.scheduler.record(sample, ordered, {name: f.bucket for f in findings
                                                     for name in f.targets}, known_before)
         return findings
+
+    def _trim_cut(self, flight: _InFlight) -> bool:
+        """Keep the targets of a cut sample that answered; False when a
+        reference or every target was dropped (nothing to judge)."""
+        answers = flight.answers
+        kept = [(t, a) for t, a in zip(flight.ordered, answers[2:]) if a is not _CUT]
+        if answers[0] is _CUT or answers[1] is _CUT or not kept:
+            self.report.cut_samples += 1
+            return False
+        flight.ordered = [t for t, _ in kept]
+        flight.answers = answers[:2] + [a for _, a in kept]
+        return True
+
+    def _witnessed(self, findings: list[Finding], flight: _InFlight) -> list[Finding]:
+        """A cut sample's findings that may be filed: an error's bucket does
+        not depend on which targets ran (KEY_VERSION 4), a wrong answer's
+        blame does; a new wrong answer seen on part of the targets is noted,
+        not filed (the next campaign checks it on every target)."""
+        kept = []
+        for finding in findings:
+            if finding.bucket not in self.known and \
+                    finding.verdict in (Verdict.MISMATCH, Verdict.FLAKY):
+                self.report.cut_unfiled.append(
+                    f"sample {flight.index} ({flight.sample.describe()}): a new wrong answer on "
+                    f"{finding.target}, seen when the budget ended on part of the targets: "
+                    "not filed without every target's witness")
+                continue
+            kept.append(finding)
+        return kept
 
     def _confirmed(self, finding: Finding, sample: Sample) -> Finding:
         """A new wrong answer runs again (same program, from the artifact
@@ -770,7 +841,12 @@ class Campaign:
             if finding.new:
                 self._sizes[finding.bucket] = size_key(sample)
                 self._needs_report.add(finding.bucket)
-                if self.options.shrink:
+                if self.options.shrink and self.options.report and _op_level(entry):
+                    # The single op is the minimal case when it fails the same
+                    # way: its report comes first, shrinking only if it does not.
+                    self._op_first.add(finding.bucket)
+                    self._ready_for_report(finding.bucket)
+                elif self.options.shrink:
                     self.unshrunk.append(finding.bucket)
                 else:
                     self._ready_for_report(finding.bucket)
@@ -831,7 +907,8 @@ class Campaign:
         """Wall seconds the reports not yet written will take (measured: a
         report job is ~13 worker-seconds), so they end inside the budget."""
         unreported = self._needs_report | set(self.unshrunk)
-        return _REPORT_S * len(unreported) / max(1, getattr(self.pool, "slots", 1))
+        each = statistics.fmean(self._report_costs) if self._report_costs else _REPORT_S
+        return each * len(unreported) / max(1, getattr(self.pool, "slots", 1))
 
     def _report_unshrunk(self, why: str) -> None:
         for bucket in self.unshrunk:
@@ -890,6 +967,8 @@ class Campaign:
     def _report_answered(self, bucket: str, answer: Any) -> None:
         from fuzz.reports.bugreport import file_bug_report
 
+        if isinstance(answer, dict) and "seconds" in answer:
+            self._report_costs.append(float(answer["seconds"]))
         if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
             last = answer.traceback.strip().splitlines()[-1]
             self.report.harness_errors.append(f"report of {bucket}: {last}")
@@ -898,11 +977,33 @@ class Campaign:
             self.report.repro_status[bucket] = file_bug_report(self.options.corpus_dir, bucket,
                                                                answer)
         self._needs_report.discard(bucket)
+        if bucket in self._op_first and bucket not in self._stale_reports:
+            self._op_first.discard(bucket)
+            self._after_single_op(bucket, answer, self.report.repro_status[bucket])
         if bucket in self._stale_reports:  # its case changed while the report ran
             self._stale_reports.discard(bucket)
             self._needs_report.add(bucket)
             self._ready_for_report(bucket)
             self._queue_reports()
+
+    def _after_single_op(self, bucket: str, answer: Any, status: str) -> None:
+        """An op-level bucket's first report is in: a single-op repro that
+        reproduces is the minimal case (recorded as the bucket's shrink, so
+        the bucket is actionable); any other form sends it to shrinking."""
+        repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
+        if status != "reproduces" or repro.get("kind") not in _SINGLE_OP_FORMS:
+            self.unshrunk.append(bucket)
+            return
+        from fuzz.triage.edits import sample_size
+
+        entry = corpus.load_entry(self.options.corpus_dir / bucket)
+        record: dict[str, object] = {
+            "stopped": "single-op", "form": repro.get("kind"),
+            "op": entry.culprit or entry.op or "", "steps_tried": 0, "steps_accepted": 0,
+            "seconds": 0.0, "size_before": dict(sample_size(entry.sample))}
+        self._note_shrink(ShrinkRecord(bucket, entry.target, record, False))
+        with deferred():
+            corpus.update_case(self.options.corpus_dir, bucket, shrink=record)
 
     def _finish(self, until: float) -> None:
         """After the budget: buckets still waiting for shrinking are reported
@@ -991,6 +1092,13 @@ class Campaign:
         with deferred():
             replaced = corpus.replace_if_smaller(root, shrunk, size_key)
         return ShrinkRecord(bucket, target.name, record, replaced)
+
+
+def _op_level(entry: CorpusEntry) -> bool:
+    """A bucket whose repro can be one op: an export failure (the op whose
+    own torch.export fails) or a wrong answer localized to an op."""
+    return entry.verdict is Verdict.EXPORT_ERROR or \
+        (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
 
 
 def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ campaign process from what the job returns.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +42,7 @@ class BugReportJob:
 
         from fuzz.targets.catalog import FAKE_TARGETS
 
+        began = time.monotonic()
         folder = Path(self.folder)
         entry = corpus.load_entry(folder)
         if entry.target in FAKE_TARGETS:  # engine tests: nothing upstream to report
@@ -49,7 +51,9 @@ class BugReportJob:
         repro = write_repro(folder, entry, self.table)
         on_stage("tools")
         tools = write_tool_files(folder, entry, self.table)
-        return {"repro": repro.to_dict(), "tools": tools.to_dict()}
+        # Its cost: the campaign keeps room for the reports still to write.
+        return {"repro": repro.to_dict(), "tools": tools.to_dict(),
+                "seconds": round(time.monotonic() - began, 2)}
 
 
 def file_bug_report(root: Path, bucket: str, answer: Any) -> str:

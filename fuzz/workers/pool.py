@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from fuzz.targets.cache import ArtifactCache
 from fuzz.workers.execute import execute
@@ -180,6 +180,27 @@ class AnswerQueue:
     @property
     def pending(self) -> int:
         """Jobs submitted whose answers are not collected yet: whether waiting can end."""
+        raise NotImplementedError
+
+    def cancel(self, tickets: Iterable[int]) -> set[int]:
+        """Drop the queued jobs among ``tickets`` that no worker has started;
+        returns the tickets dropped (they never answer). Running jobs go on:
+        a campaign at the end of its budget stops feeding the workers without
+        throwing away work already paid for."""
+        wanted = set(tickets)
+        dropped: set[int] = set()
+        for queue in self._queues_to_cancel():
+            kept = [entry for entry in queue if entry[0] not in wanted]
+            dropped.update(entry[0] for entry in queue if entry[0] in wanted)
+            queue.clear()
+            queue.extend(kept)
+        for ticket in dropped:
+            self._after.pop(ticket, None)
+            self._urgent.discard(ticket)
+        return dropped
+
+    def _queues_to_cancel(self) -> "list[collections.deque[Any]]":
+        """The queues of jobs not started yet (entries start with their ticket)."""
         raise NotImplementedError
 
     def _open_tickets(self) -> set[int]:
@@ -435,6 +456,9 @@ class WorkerPool(AnswerQueue):
         self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets
+
+    def _queues_to_cancel(self) -> "list[collections.deque[Any]]":
+        return [self._queue]
 
     def _open_tickets(self) -> set[int]:
         return {ticket for ticket, _ in self._queue} | \

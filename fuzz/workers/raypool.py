@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -354,6 +354,20 @@ class RayPool(AnswerQueue):
         self._wait_for(self._tickets, after)
         self._dispatch()
         return self._tickets
+
+    def cancel(self, tickets: Iterable[int]) -> set[int]:
+        """As ``WorkerPool.cancel``, for the actors' queues and the jobs that run here."""
+        wanted = set(tickets)
+        dropped = super().cancel(wanted)
+        if self._here is not None:
+            ours = {theirs: ticket for theirs, ticket in self._here_tickets.items()
+                    if ticket in wanted}
+            for theirs in self._here.cancel(ours):
+                dropped.add(self._here_tickets.pop(theirs))
+        return dropped
+
+    def _queues_to_cancel(self) -> "list[collections.deque[Any]]":
+        return list(self._queues.values())
 
     def _open_tickets(self) -> set[int]:
         return {entry[0] for queue in self._queues.values() for entry in queue} | \
