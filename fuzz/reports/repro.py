@@ -227,19 +227,15 @@ class _ToolchainFailed(Exception):
 # -- the exported graph ---------------------------------------------------------
 
 def _export_form(entry: CorpusEntry, target: CompiledTarget,
-                 example: Sequence[np.ndarray] | None = None) -> tuple[Any, tuple[Any, ...], Any]:
+                 dynamic: bool | None = None) -> tuple[Any, tuple[Any, ...], Any]:
     """(module, args, dynamic-shape spec) exactly as the target exports the
-    model: static on the first batch's shapes, or dynamic from the tracing
-    example; ``example`` replaces the example arrays (same spec)."""
-    from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
+    model (``fuzz.model.recipe``); ``dynamic=False``: on the first batch's
+    own arrays whatever the target's shape mode (to trace real values)."""
+    from fuzz.model.recipe import recipe
 
-    from fuzz.model.weights import export_form
-
-    config = entry.sample.config
-    if example is None:
-        example = tracing_example(config) if target.dynamic else entry.sample.batches[0].flat()
-    spec = dynamic_shapes(config) if target.dynamic else None
-    return export_form(build(config, entry.sample.seed), config, to_torch(example, config), spec)
+    sample = entry.sample
+    return recipe(sample.config, sample.seed, target.dynamic if dynamic is None else dynamic,
+                  sample.batches[0].flat())
 
 
 def _export(entry: CorpusEntry, target: CompiledTarget) -> Any:
@@ -679,7 +675,13 @@ def _traced(entry: CorpusEntry, target: CompiledTarget) -> tuple[Any, list[Any]]
     import torch.utils._pytree as pytree
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    module, args, _ = _export_form(entry, target, entry.sample.batches[0].flat())
+    from fuzz.model.weights import weights_as_inputs
+    from fuzz.targets.pipeline import Timer
+
+    module, args, _ = _export_form(entry, target, dynamic=False)
+    if weights_as_inputs(entry.sample.config):  # traced on the seed's weights, as the target ran
+        lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
+        args = ([torch.from_numpy(np.ascontiguousarray(a)) for a in lead], *args[1:])
     flat, tree = pytree.tree_flatten(args)
 
     def call(*tensors: Any) -> Any:

@@ -222,16 +222,12 @@ def _raw_program(entry: CorpusEntry, target: CompiledTarget) -> str | None:
     """The FX importer's raw output for the stored sample, exported exactly as
     ``target`` exports it; the stored copy when re-importing fails."""
     from fuzz.targets import pipeline
-    from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
+    from fuzz.model.recipe import recipe
 
-    config, sample = entry.sample.config, entry.sample
-    inputs = tracing_example(config) if target.dynamic else sample.batches[0].flat()
-    spec = dynamic_shapes(config) if target.dynamic else None
-    from fuzz.model.weights import export_form
-
+    sample = entry.sample
     try:
-        exported = pipeline.export(*export_form(build(config, sample.seed), config,
-                                                to_torch(inputs, config), spec))
+        exported = pipeline.export(*recipe(sample.config, sample.seed, target.dynamic,
+                                           sample.batches[0].flat()))
         return pipeline.run_stage("import", lambda: _raw_import(exported))
     except StageFailure:
         stored = entry.path / _STORED_RAW if entry.path is not None else None

@@ -217,9 +217,8 @@ class CompiledTarget(Target):
                 timer: Timer, cache: ArtifactCache | None) -> str:
         """The model lowered to ``output_type`` MLIR, cached by everything that determines it."""
         from fuzz.targets import pipeline
-        from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
-
-        from fuzz.model.weights import export_form, weights_as_inputs
+        from fuzz.model.recipe import recipe
+        from fuzz.model.weights import weights_as_inputs
 
         as_inputs = weights_as_inputs(config)
 
@@ -230,11 +229,7 @@ class CompiledTarget(Target):
         kept: dict[str, str | None] = {}
 
         def exportable() -> tuple[Any, tuple[Any, ...], Any]:
-            # A model of zeros when weights are inputs (shapes only, nothing drawn).
-            model = timer.measure("build", lambda: build(config, None if as_inputs else seed))
-            inputs = tracing_example(config) if self.dynamic else example
-            spec = dynamic_shapes(config) if self.dynamic else None
-            return export_form(model, config, to_torch(inputs, config), spec)
+            return recipe(config, seed, self.dynamic, example, timer.measure)
 
         def to_torch_ir() -> str:
             # An export failure is cached here: every output type of this shape mode shares it.
