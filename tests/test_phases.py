@@ -282,6 +282,26 @@ def test_a_failure_of_torch_mlirs_shared_prefix_is_the_prefixs_whichever_targets
     assert buckets[0] == buckets[1]
 
 
+@pytest.mark.pipeline
+def test_a_wrong_answer_gets_one_bucket_whichever_backends_ran() -> None:
+    """The real weighted-pooling wrong answer (torch-mlir's linalg lowering
+    drops the per-sample weights) seen on IREE llvm-cpu alone is blamed as
+    it is with refbackend beside it: the campaign runs a witness backend of
+    the same lowering (without one it was blamed on iree:llvm-cpu, another
+    bucket). The witness's own findings are not filed."""
+    sample = _big_pooled_sample("int64")
+    found = {}
+    for targets in (("iree-cpu",), ("iree-cpu", "refbackend")):
+        campaign = Campaign(CampaignOptions(targets=targets, workers=2, replay=False,
+                                            shrink=False, timeout_s=300))
+        (found[targets],) = campaign.check_samples([sample])[0]
+        assert found[targets].verdict is Verdict.MISMATCH and found[targets].owner == LINALG
+        assert campaign.report.witness_runs == (1 if targets == ("iree-cpu",) else 0)
+    alone, beside = found.values()
+    assert alone.bucket == beside.bucket and alone.culprit == beside.culprit == POOLED_CULPRIT
+    assert "iree-cpu" in alone.targets and len(alone.targets) == 2
+
+
 def test_new_buckets_are_shrunk_and_reported_while_generation_goes_on(tmp_path: Path) -> None:
     """Shrinking runs beside generation inside the budget (no shrink phase
     after it); what is left after the budget is bounded by ``finish_s``; the

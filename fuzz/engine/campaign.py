@@ -170,6 +170,7 @@ class CampaignReport:
     # samples of which too little had run to be judged at all.
     cut_jobs: int = 0
     cut_samples: int = 0
+    witness_runs: int = 0  # jobs run only to blame a wrong answer (``_witness_runs``)
     cut_unfiled: list[str] = field(default_factory=list)  # new wrong answers not filed
     workers: int = 0
     # Wall seconds of the generate phase spent shrinking (inside the budget).
@@ -196,6 +197,7 @@ class CampaignReport:
                 "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
                                for row in self.allocation],
                 "confirm_runs": self.confirm_runs, "unscheduled": self.unscheduled,
+                "witness_runs": self.witness_runs,
                 "repaired": self.repaired,
                 "busy_fraction": round(self.busy_fraction, 3),
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
@@ -359,6 +361,7 @@ class Campaign:
         self._stale_reports: set[str] = set()
         self._report_costs: list[float] = []  # worker seconds of each report job so far
         self._op_first: set[str] = set()  # new op-level buckets whose single-op report runs
+        self._witnesses: dict[str, Target | None] = {}  # target -> its blame witness
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
         self._needs_report: set[str] = set()  # new or replaced cases without their report
         self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
@@ -690,7 +693,15 @@ class Campaign:
         if eager.target in outcomes:  # eager float32 itself failed: PyTorch's bug
             judged[eager.target] = self.references[1]
             results[eager.target] = eager
+        witnesses = {} if flight.cut else self._witness_runs(sample, ordered, outcomes)
+        for name, (witness, answer) in witnesses.items():
+            judged[name], results[name] = witness, answer
+            outcomes[name] = self.triage.outcomes({name: answer}, reference, eager, sample)[name]
         findings = self.triage.findings(sample, judged, results, outcomes)
+        if witnesses:  # a witness tells blame apart; its own findings are not this campaign's
+            findings = [f for f in findings if set(f.targets) - set(witnesses)]
+            for name in witnesses:
+                del results[name], outcomes[name]
         if not file:
             return findings
         if flight.cut:
@@ -724,6 +735,50 @@ class Campaign:
             self.scheduler.record(sample, ordered, {name: f.bucket for f in findings
                                                     for name in f.targets}, known_before)
         return findings
+
+    def _witness_runs(self, sample: Sample, ran: list[Target],
+                      outcomes: dict[str, Any]) -> dict[str, tuple[Target, Any]]:
+        """A wrong answer is blamed on its lowering when another backend of
+        that lowering computes the same wrong numbers, else on its backend:
+        which one depends on whether such a witness ran. So a wrong answer
+        with no other backend of its lowering among the targets that ran gets
+        one from the table (same program first), run here, and its bucket is
+        the one a campaign on every target would give it."""
+        chosen: dict[str, tuple[Target, Any]] = {}
+        for target in ran:
+            outcome = outcomes.get(target.name)
+            if outcome is None or outcome.verdict is not Verdict.MISMATCH:
+                continue
+            siblings = [t for t in [*ran, *(w for w, _ in chosen.values())]
+                        if t.lowering_owner == target.lowering_owner
+                        and t.owner("run") != target.owner("run")]
+            if siblings:
+                continue
+            witness = self._witness_for(target)
+            if witness is not None:
+                chosen[witness.name] = (witness, None)
+        if not chosen:
+            return {}
+        assert self.pool is not None
+        answers = self.pool.run([(w, sample) for w, _ in chosen.values()], faults=True)
+        self.report.witness_runs += len(answers)
+        return {name: (witness, answer) for (name, (witness, _)), answer
+                in zip(chosen.items(), answers) if not isinstance(answer, HarnessFault)}
+
+    def _witness_for(self, target: Target) -> Target | None:
+        """Another backend of ``target``'s lowering, available here: one that
+        compiles the same program (shape mode) first, the lowering project's
+        own executor (refbackend for torch-mlir's) before others, then in the
+        table's order."""
+        if target.name not in self._witnesses:
+            project = target.lowering_owner.split(":", 1)[0] + ":"
+            others = [t for t in self.table.values()
+                      if t.lowering_owner == target.lowering_owner
+                      and t.owner("run") != target.owner("run") and t.availability()[0]]
+            others.sort(key=lambda t: (t.program_group != target.program_group,
+                                       not t.owner("run").startswith(project)))
+            self._witnesses[target.name] = others[0] if others else None
+        return self._witnesses[target.name]
 
     def _trim_cut(self, flight: _InFlight) -> bool:
         """Keep the targets of a cut sample that answered; False when a
