@@ -35,7 +35,7 @@ from fuzz.model.config import (STRUCTURE, DLRMConfig, InvalidConfig, config_with
 from fuzz.model.sample import Sample, top_index
 
 __all__ = ["Focus", "FocusError", "INPUT_CLASSES", "SHAPES", "make_focus", "parse_focus",
-           "load_config", "shape_class"]
+           "load_config", "shape_class", "config_shape"]
 
 SHAPES = ("tiny", "medium", "large")
 # Where the large class starts: indices float32 cannot represent exactly.
@@ -100,6 +100,25 @@ def shape_class(sample: Sample) -> str:
              "batch": max((b.batch_size for b in sample.batches), default=1),
              "bag": max(bags, default=0)}
     return "tiny" if all(sizes[k] <= limit for k, limit in _tiny_limits().items()) else "medium"
+
+
+def config_shape(config: DLRMConfig) -> str | None:
+    """The shape class ``config``'s sizes alone force (``large`` past 2^24 rows,
+    ``medium`` past the tiny class's tables, rows or width), or ``None`` when
+    its batches decide."""
+    widths = config.m_spa if isinstance(config.m_spa, tuple) else (config.m_spa,)
+    if max(config.ln_emb) > _LARGE_INDEX:
+        return "large"
+    tiny = _tiny_limits()
+    if config.num_tables > tiny["tables"] or max(config.ln_emb) > tiny["rows"] \
+            or max(widths) > tiny["width"]:
+        return "medium"
+    return None
+
+
+def _shape_allows(shape: str | None, config: DLRMConfig) -> bool:
+    forced = config_shape(config)
+    return shape is None or forced == shape or (forced is None and shape != "large")
 
 
 class FocusError(ValueError):
@@ -286,11 +305,7 @@ class Focus:
                 values[name] = -1
         return values
 
-    def project(self, config: DLRMConfig) -> DLRMConfig | None:
-        """``config`` moved into the region: the pinned values set, free sizes
-        fitted, and, where the drawn free knobs conflict with the pins, those
-        back at their defaults (the rest kept, in field order). ``None`` when
-        no config of the region is near (the draw is rejected)."""
+    def _moved(self, config: DLRMConfig) -> DLRMConfig | None:
         values = self._fit({f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
         moved = _derived(values)
         if moved is not None and self.config_holds(moved):
@@ -306,6 +321,15 @@ class Focus:
             if trial is not None and self.config_holds(trial):
                 best = trial
         return best
+
+    def project(self, config: DLRMConfig) -> DLRMConfig | None:
+        """``config`` moved into the region: the pinned values set, free sizes
+        fitted, and, where the drawn free knobs conflict with the pins, those
+        back at their defaults (the rest kept, in field order). ``None`` when
+        no config of the region is near, or its sizes leave the focused shape
+        class (the draw is rejected before any batch is drawn)."""
+        moved = self._moved(config)
+        return moved if moved is not None and _shape_allows(self.shape, moved) else None
 
 
 def _derived(values: dict[str, Any]) -> DLRMConfig | None:
@@ -353,6 +377,13 @@ def make_focus(text: str | None = None, config: DLRMConfig | None = None,
         raise FocusError(f"{name}: impossible: input=empty_bags with input_layout='fixed': "
                          f"fixed-length bags hold at least one index each; focus "
                          f"input_layout=lists or stacked, or drop input=empty_bags")
+    sized = config is not None or {"ln_emb", "m_spa"} <= set(pins)
+    if sized and not _shape_allows(shape, derived):
+        tiny = _tiny_limits()
+        raise FocusError(f"{name}: impossible: shape={shape}, but the pinned sizes make every "
+                         f"sample {config_shape(derived) or 'tiny or medium'} (tiny: at most "
+                         f"{tiny['tables']} tables of {tiny['rows']} rows, width {tiny['width']}; "
+                         f"large: a table past 2^24 rows): drop shape= or change the sizes")
     if config is not None:
         kept = [f.name for f in dataclasses.fields(derived)
                 if not neighbours or f.name in STRUCTURE - {"schema"} or f.name in pins]
