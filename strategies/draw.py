@@ -32,6 +32,7 @@ import hashlib
 import itertools
 from typing import Callable, Iterator
 
+from fuzz.model.focus import Focus
 from fuzz.model.sample import Sample
 from strategies.samples import samples
 
@@ -68,13 +69,15 @@ def _without_local_constants() -> Iterator[None]:
 
 
 def each_sample(seed: int, body: Callable[[Sample], None], round_size: int = ROUND,
-                max_rounds: int | None = None) -> None:
-    """Call ``body`` on distinct samples of the default strategy, in an order
-    fixed by ``seed``, until ``body`` raises (a BaseException that is not an
-    Exception ends the stream and propagates), ``max_rounds`` are done, or a
-    whole round brings nothing new."""
+                max_rounds: int | None = None, focus: Focus | None = None) -> None:
+    """Call ``body`` on distinct samples of the default strategy (inside
+    ``focus``' region when given), in an order fixed by ``seed``, until
+    ``body`` raises (a BaseException that is not an Exception ends the stream
+    and propagates), ``max_rounds`` are done, or a whole round brings nothing
+    new (a region no draw lands in brings nothing)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
+    from hypothesis.errors import Unsatisfiable
 
     seen: set[bytes] = set()
 
@@ -89,9 +92,12 @@ def each_sample(seed: int, body: Callable[[Sample], None], round_size: int = ROU
         run = hypothesis_seed(seed if round_ == 0 else f"{seed} round {round_}")(
             settings(max_examples=round_size, database=None, phases=[Phase.generate],
                      deadline=None, suppress_health_check=list(HealthCheck),
-                     print_blob=False)(given(samples())(fresh)))
+                     print_blob=False)(given(samples(focus=focus))(fresh)))
         with _without_local_constants():
-            run()
+            try:
+                run()
+            except Unsatisfiable:  # every draw of the round was outside the focus
+                pass
         if len(seen) == before:
             return
 
@@ -101,9 +107,11 @@ class _Enough(BaseException):
 
 
 def draw_samples(count: int, seed: int,
-                 accept: Callable[[Sample], bool] = lambda sample: True) -> list[Sample]:
+                 accept: Callable[[Sample], bool] = lambda sample: True,
+                 focus: Focus | None = None) -> list[Sample]:
     """Up to ``count`` distinct samples that ``accept`` takes, in stream order
-    (``each_sample``) under ``seed``; gives up after ``20 * count`` samples."""
+    (``each_sample``, inside ``focus``) under ``seed``; gives up after
+    ``20 * count`` samples."""
     drawn: list[Sample] = []
 
     def keep(sample: Sample) -> None:
@@ -113,7 +121,7 @@ def draw_samples(count: int, seed: int,
             raise _Enough
 
     try:
-        each_sample(seed, keep, max_rounds=-(-20 * count // ROUND))
+        each_sample(seed, keep, max_rounds=-(-20 * count // ROUND), focus=focus)
     except _Enough:
         pass
     return drawn

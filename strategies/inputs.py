@@ -24,7 +24,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fuzz.model.config import DLRMConfig
-from fuzz.model.sample import Batch, qr_quotient
+from fuzz.model.sample import Batch, top_index
 
 __all__ = ["bags", "batches", "batches_like", "dense_values", "weight_values", "batch_from_rows",
            "top_index"]
@@ -44,19 +44,6 @@ def dense_values(dtype: str = "float32") -> st.SearchStrategy[float]:
 def weight_values() -> st.SearchStrategy[float]:
     """Per-sample weights in [-1, 3]; shrinks toward 1 (a plain sum)."""
     return st.floats(-2.0, 2.0, width=32).map(lambda w: float(np.float32(1.0 - w)))
-
-
-def top_index(config: DLRMConfig, k: int) -> int:
-    """The last index table ``k`` accepts: its last row, or for a QR table the
-    last row upstream's float32 quotient keeps inside the quotient table."""
-    rows = config.ln_emb[k]
-    if config.table_kind(k) != "qr" or rows <= _BIG:
-        return rows - 1
-    q_rows = -(-rows // config.qr_collisions)
-    top = rows - 1
-    while int(qr_quotient(np.array([top]), config.qr_collisions)[0]) >= q_rows:
-        top -= 1
-    return top
 
 
 def _index(rows: int, top: int | None = None) -> st.SearchStrategy[int]:

@@ -27,7 +27,8 @@ from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions, CampaignReport, Finding
 from fuzz.store.corpus import CorpusError
 from oracles.signature import KEY_VERSION
-from fuzz.engine.coverage import COLUMNS
+from fuzz.engine.coverage import COLUMNS, FOCUS_ROW
+from fuzz.model.focus import Focus, FocusError
 from fuzz.engine.progress import CampaignProgress
 from fuzz.workers.raypool import ClusterLost, RayUnavailable
 from fuzz.engine.interrupt import EXIT_STATUS
@@ -67,6 +68,16 @@ def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"value={text!r}: must be a whole number >= 1")
     return int(text)
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"rows-scale={text!r}: must be a number > 0 (e.g. 1e-3)")
+    return value
 
 
 def _seed(text: str) -> int:
@@ -138,6 +149,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="skip writing repro.py, tool files and REPORT.md for new buckets")
     run.add_argument("--summary-json", type=Path, default=None, metavar="PATH",
                      help="also write the campaign's headline figures as JSON (for tools)")
+    _focus_options(run)
+    presets = sub.add_parser("presets", help="list the --preset models (upstream's configurations)")
+    presets.add_argument("--rows-scale", type=_scale, default=1.0, metavar="F",
+                         help="show the table sizes scaled by F")
     targets = sub.add_parser("targets", help="list the targets, whether each runs here, and why not")
     _plugin_option(targets)
     show = sub.add_parser("corpus", help="list the failures stored in a corpus folder")
@@ -193,6 +208,76 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _focus_options(run: argparse.ArgumentParser) -> None:
+    """The flags that keep a campaign inside a region (fuzz/model/focus.py)."""
+    run.add_argument("--focus", default=None, metavar="KNOB=VALUE[,...]",
+                     help="stay inside a region: any DLRMConfig field (pooling=mean, "
+                          "ln_emb=[4,8]), input=empty_bags|batch_of_one|duplicate_index|"
+                          "last_row, shape=tiny|medium|large; every sample and shrink step "
+                          "holds it")
+    model = run.add_mutually_exclusive_group()
+    model.add_argument("--config", type=Path, default=None, metavar="FILE",
+                       help="fuzz one model: a DLRMConfig JSON (as DLRMConfig.to_json writes "
+                            "it, or a case.json); only weights, batches and inputs are drawn")
+    model.add_argument("--preset", default=None, metavar="NAME",
+                       help="fuzz one of upstream's models: readme, kaggle, terabyte "
+                            "(`dlrm-fuzz presets`)")
+    run.add_argument("--neighbours", action="store_true",
+                     help="with --config/--preset: keep its tables and widths, vary the "
+                          "knobs --focus leaves free")
+    run.add_argument("--rows-scale", type=_scale, default=1.0, metavar="F",
+                     help="with --config/--preset: every table's rows times F (at least 1), "
+                          "e.g. 1e-3 for the Criteo tables")
+
+
+def _focus(args: argparse.Namespace) -> Focus | None:
+    """The campaign's region from --focus/--config/--preset/--neighbours/
+    --rows-scale, checked (one sample must exist in it); None without them."""
+    from fuzz.model.focus import load_config, make_focus
+    from fuzz.model.presets import preset_config, scale_rows
+    from strategies.draw import draw_samples
+
+    config, name = None, ""
+    if args.preset is not None:
+        config, name = preset_config(args.preset, args.rows_scale), f"preset {args.preset}"
+    elif args.config is not None:
+        config, name = load_config(args.config), f"config {args.config}"
+        if args.rows_scale != 1.0:
+            config = scale_rows(config, args.rows_scale)
+    elif args.rows_scale != 1.0:
+        raise FocusError("--rows-scale: scales the tables of a given model; add --config FILE "
+                         "or --preset NAME")
+    if config is None and args.focus is None and not args.neighbours:
+        return None
+    if args.rows_scale != 1.0:
+        name += f" (rows x{args.rows_scale:g})"
+    label = " + ".join(part for part in (name, "neighbours" if args.neighbours else "",
+                                         f"focus {args.focus}" if args.focus else "") if part)
+    focus = make_focus(args.focus, config, args.neighbours, label)
+    if args.schedule:
+        raise FocusError(f"{label}: --schedule repairs samples by switching their features "
+                         f"off, which leaves the focus: drop --schedule")
+    if not draw_samples(1, args.seed, focus=focus):
+        raise FocusError(f"{label}: no generated sample lands in this region (a shape class "
+                         f"too small for the pinned sizes, or input cases the layout rules "
+                         f"out?): widen the focus")
+    return focus
+
+
+def _presets(console: Console, rows_scale: float) -> int:
+    from fuzz.model.presets import PRESETS, preset_config
+
+    for name, preset in PRESETS.items():
+        config = preset_config(name, rows_scale)
+        console.print(f"{name}: {config.num_tables} tables, {sum(config.ln_emb)} rows in all "
+                      f"(largest {max(config.ln_emb)}), m_spa={config.m_spa}, "
+                      f"ln_bot={list(config.ln_bot)}, ln_top={list(config.ln_top)}, "
+                      f"input_layout={config.input_layout}, upstream batch "
+                      f"{preset.mini_batch_size}\n  from {preset.source}",
+                      markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
 def _toolchain_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--toolchain", type=Path, default=None, metavar="PATH",
                         help="run in another toolchain: a virtual environment with your "
@@ -218,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if toolchain is not None and not already_inside(toolchain):
             # Replaces this process (fuzz.regress.toolchain_path); returns only by raising.
             reexec(toolchain, argv, lambda line: err.print(line, markup=False, soft_wrap=True))
+        if args.command == "presets":
+            return _presets(console, args.rows_scale)
         if args.command == "targets":
             return _targets(console, target_table(args.target_plugin))
         if args.command == "corpus":
@@ -238,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return bisect_command(console, err, args)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError, ToolchainError,
-            BumpError, BisectError, RayUnavailable) as exc:
+            BumpError, BisectError, RayUnavailable, FocusError) as exc:
         err.print(f"dlrm-fuzz: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
     except ClusterLost as exc:  # the cluster failed, not the toolchain and not dlrm-fuzz
@@ -413,6 +500,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
         args.corpus = default_corpus_dir()
         if args.seed_corpus is None:
             args.seed_corpus = Path("corpus")
+    focus = _focus(args)  # before anything is written: a bad focus is a usage error
     seeded = seed_corpus(args.seed_corpus, args.corpus)
     names = None if args.targets is None else tuple(
         n.strip() for n in args.targets.split(",") if n.strip())
@@ -425,13 +513,18 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               cache_mb=args.cache_mb, replay=not args.no_replay,
                               shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
                               report=not args.no_report, schedule=args.schedule,
-                              ray=args.ray, ray_gpu_workers=args.ray_gpu_workers)
+                              ray=args.ray, ray_gpu_workers=args.ray_gpu_workers,
+                              focus=focus)
+
     def on_start(targets: list[Target]) -> None:
         console.print(f"dlrm-fuzz: seed={args.seed} budget={args.budget:g}s "
                       f"targets={','.join(t.name for t in targets)} workers={args.workers} "
                       f"corpus={args.corpus}"
                       + (f" (seeded with {seeded} cases from {args.seed_corpus})" if seeded
                          else ""), markup=False, soft_wrap=True)
+        if focus is not None:
+            console.print(f"dlrm-fuzz: focus: {focus.label} (every generated sample and "
+                          f"shrink step stays inside)", markup=False, soft_wrap=True)
 
     progress = CampaignProgress(console, args.budget)
 
@@ -463,6 +556,9 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
 def _summary(console: Console, report: CampaignReport) -> None:
     head = Table(title="campaign summary", show_header=False)
     _row(head, "samples", str(report.samples))
+    if report.coverage.focus is not None:
+        inside = report.coverage.counts.get(FOCUS_ROW, Counter())["generated"]
+        _row(head, "focus", f"{report.coverage.focus.label}: {inside} samples inside")
     _row(head, "targets", ", ".join(report.targets))
     _row(head, "configs compiled", str(report.configs_compiled))
     _row(head, "batches checked", str(report.batches_checked))
@@ -562,7 +658,9 @@ def _summary(console: Console, report: CampaignReport) -> None:
 
 def _coverage_table(report: CampaignReport) -> Table:
     """Samples per knob value, and how far at least one target got with them."""
-    table = Table(title="coverage: samples per knob value (got through, on at least one target)")
+    focus = report.coverage.focus
+    table = Table(title="coverage: samples per knob value (got through, on at least one target)"
+                  + (f"; focus: {focus.label}" if focus is not None else ""))
     for column in ("knob value", *COLUMNS):
         table.add_column(column, justify="left" if column == "knob value" else "right")
     for knob, counts in report.coverage.rows():

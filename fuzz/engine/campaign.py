@@ -29,6 +29,7 @@ from fuzz.store import corpus
 from fuzz.engine.coverage import Coverage
 from fuzz.store.corpus import CorpusEntry
 from fuzz.engine.interrupt import Interrupted, deferred, stop_signals
+from fuzz.model.focus import Focus
 from fuzz.model.sample import Sample
 from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
@@ -104,6 +105,9 @@ class CampaignOptions:
     # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
     ray: str | None = None
     ray_gpu_workers: int = 0
+    # The region every generated sample and every shrink step stays inside
+    # (``--focus``, ``--config``, ``--preset``; fuzz/model/focus.py).
+    focus: Focus | None = None
 
 
 @dataclass(frozen=True)
@@ -330,7 +334,8 @@ class Campaign:
             self.targets = [dataclasses.replace(t, shared_import=False)
                             if isinstance(t, CompiledTarget) else t for t in self.targets]
         self.references = resolve_targets([REFERENCE, EAGER])
-        self.report = CampaignReport(targets=[t.name for t in self.targets])
+        self.report = CampaignReport(targets=[t.name for t in self.targets],
+                                     coverage=Coverage(focus=options.focus))
         stored, _ = corpus.load(options.corpus_dir)
         self.stored = stored
         self.known = {entry.bucket for entry in stored}
@@ -555,7 +560,8 @@ class Campaign:
         if options.max_samples != 0:
             try:  # rounds of Hypothesis runs: strategies/draw.py says why
                 each_sample(options.seed, check,
-                            round_size=min(ROUND, options.max_samples or ROUND))
+                            round_size=min(ROUND, options.max_samples or ROUND),
+                            focus=options.focus)
             except _BudgetSpent:
                 pass
         if time.monotonic() >= deadline:
@@ -1129,7 +1135,8 @@ class Campaign:
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
         result = shrink(entry.sample, same_bucket, budget_s,
                         many=same_bucket_many if is_error else None,
-                        width=max(1, getattr(self.pool, "slots", 1)))
+                        width=max(1, getattr(self.pool, "slots", 1)),
+                        region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)

@@ -8,7 +8,9 @@ each stage that at least one target got *through* (exported, lowered,
 compiled, ran) and whether at least one target answered right ("passed").
 Knob values are read generically from ``DLRMConfig``'s fields (choices,
 switches and optional settings; sizes are summarized as a shape class), so a
-new knob appears in the table without this module changing.
+new knob appears in the table without this module changing. The input edge
+cases are ``fuzz.model.focus.INPUT_CLASSES``; with a focus, a ``focus`` row
+counts the samples inside its region (all generated ones, by construction).
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fuzz.model.config import DLRMConfig
+from fuzz.model.focus import INPUT_CLASSES, Focus, shape_class
 from fuzz.model.sample import Sample
 from oracles.results import Stage
 from oracles.verdict import Outcome, Verdict
 
-__all__ = ["COLUMNS", "Coverage", "knob_values", "shape_class"]
+__all__ = ["COLUMNS", "Coverage", "FOCUS_ROW", "knob_values", "shape_class"]
 
 # The order stages are gone through; an outcome that failed at one got through
 # the ones before it.
 _STAGES = (Stage.EXPORT, Stage.IMPORT, Stage.COMPILE, Stage.RUN)
+# The row counting the samples inside the campaign's focus.
+FOCUS_ROW = "focus (every pin, input and shape)"
 COLUMNS = ("generated", "exported", "lowered", "compiled", "ran", "passed")
 
 # Sizes and thresholds: summarized by shape_class, or as on/off below.
@@ -37,35 +42,6 @@ _SIZE_FIELDS = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "qr_collisions"
 _CHOICE_INTS = frozenset({"quantize_bits"})
 # Fields that only mean something when their switch is on.
 _ONLY_WITH = {"qr_operation": "qr_flag"}
-# Where the large class starts: indices float32 cannot represent exactly.
-_LARGE_INDEX = 2 ** 24
-
-
-def _tiny_limits() -> dict[str, int]:
-    """The strategies' tiny class as size limits; a reshaped batch may gather
-    a whole batch's indices into one bag (max_batch x max_bag)."""
-    from strategies import SHAPE_CLASSES
-
-    tiny = SHAPE_CLASSES["tiny"]
-    return {"tables": tiny.max_tables, "rows": tiny.max_rows, "width": tiny.max_width,
-            "batch": tiny.max_batch, "bag": tiny.max_batch * tiny.max_bag}
-
-
-def shape_class(sample: Sample) -> str:
-    """tiny / medium / large, from the sample's sizes (not from how it was drawn:
-    a shrunk or stored sample is classed the same way)."""
-    config = sample.config
-    widths = config.m_spa if isinstance(config.m_spa, tuple) else (config.m_spa,)
-    if max(config.ln_emb) > _LARGE_INDEX:
-        return "large"
-    bags = [int(batch.bag_lengths(k).max(initial=0)) for batch in sample.batches
-            for k in range(config.num_tables)]
-    sizes = {"tables": config.num_tables, "rows": max(config.ln_emb), "width": max(widths),
-             "batch": max((b.batch_size for b in sample.batches), default=1),
-             "bag": max(bags, default=0)}
-    return "tiny" if all(sizes[k] <= limit for k, limit in _tiny_limits().items()) else "medium"
-
-
 def _knob(name: str, value: Any, config: DLRMConfig) -> str | None:
     if name in _SIZE_FIELDS:
         return None
@@ -85,15 +61,12 @@ def _knob(name: str, value: Any, config: DLRMConfig) -> str | None:
 
 def knob_values(sample: Sample) -> list[str]:
     """``name=value`` for every knob of the sample's config, its shape class,
-    and the input edge cases it holds (empty bags, a batch of one)."""
+    and the input edge cases it holds (empty bags, a batch of one, ...)."""
     config = sample.config
     found = [knob for f in dataclasses.fields(config)
              if (knob := _knob(f.name, getattr(config, f.name), config)) is not None]
     found.append(f"shape={shape_class(sample)}")
-    if "empty_bags" in sample.features():
-        found.append("input=empty_bags")
-    if any(batch.batch_size == 1 for batch in sample.batches):
-        found.append("input=batch_of_one")
+    found.extend(f"input={name}" for name, (_, holds) in INPUT_CLASSES.items() if holds(sample))
     return found
 
 
@@ -112,6 +85,7 @@ class Coverage:
     """Counts per knob value and column (see the module docstring)."""
 
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    focus: Focus | None = None
 
     def add(self, sample: Sample, outcomes: Mapping[str, Outcome], generated: bool = True) -> None:
         """Count how far ``sample`` got; ``generated=False`` for a sample whose
@@ -119,7 +93,10 @@ class Coverage:
         reached: set[str] = {"generated"} if generated else set()
         for outcome in outcomes.values():
             reached |= _got_through(outcome)
-        for knob in knob_values(sample):
+        rows = knob_values(sample)
+        if self.focus is not None and self.focus.holds(sample):
+            rows.append(FOCUS_ROW)
+        for knob in rows:
             self.counts.setdefault(knob, Counter()).update(reached)
 
     def rows(self) -> list[tuple[str, list[int]]]:

@@ -33,6 +33,10 @@ __all__ = [
     "INPUT_LAYOUTS",
     "WEIGHT_FORMS",
     "weights_as_inputs",
+    "STRUCTURE",
+    "knobs",
+    "with_derived_widths",
+    "config_with",
 ]
 
 INTERACTION_OPS = ("dot", "cat")
@@ -389,3 +393,52 @@ def weights_as_inputs(config: DLRMConfig) -> bool:
     program is the same for every seed exactly when this is true."""
     return config.weights == "inputs" and config.dtype != "bfloat16" \
         and config.quantize_bits == 32 and config.quantize_mlp == "none"
+
+
+# Fields of DLRMConfig that are structure (sizes shrunk by their own edits) or
+# bookkeeping, not on/off knobs. Everything else with a default is a knob.
+STRUCTURE = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "schema"})
+
+
+def knobs() -> dict[str, Any]:
+    """Every knob of ``DLRMConfig`` with its default, read from the dataclass so
+    that a knob added to the config is shrunk, ablated and focused without code
+    elsewhere."""
+    return {f.name: f.default for f in dataclasses.fields(DLRMConfig)
+            if f.name not in STRUCTURE and f.default is not dataclasses.MISSING}
+
+
+def with_derived_widths(values: dict[str, Any]) -> dict[str, Any]:
+    """Field values with the widths DLRM derives recomputed from the others:
+    ``ln_bot[-1]`` (the embedding width) and ``ln_top[0]`` (the interaction
+    width); mixed widths collapse to their maximum once MD is off."""
+    values = dict(values)
+    if not values["md_flag"] and isinstance(values["m_spa"], tuple):
+        values["m_spa"] = max(values["m_spa"])
+    concat = bool(values["qr_flag"]) and values["qr_operation"] == "concat"
+    width = embedding_width(values["m_spa"], concat)
+    ln_emb = tuple(values["ln_emb"])
+    values["ln_bot"] = (*tuple(values["ln_bot"])[:-1], width)
+    values["ln_top"] = (interaction_width(width, len(ln_emb), values["arch_interaction_op"],
+                                          values["arch_interaction_itself"]),
+                        *tuple(values["ln_top"])[1:])
+    return values
+
+
+def config_with(config: DLRMConfig, **changes: Any) -> DLRMConfig | None:
+    """``config`` with ``changes``, the derived widths recomputed; ``None`` if
+    no valid config has these values. Mixed widths collapse to their maximum
+    once MD is off, and a QR-concat threshold is lowered under the smallest
+    table so that every table stays a QR table (what concat requires)."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    values.update(changes)
+    ln_emb = tuple(values["ln_emb"])
+    if not ln_emb:
+        return None
+    concat = bool(values["qr_flag"]) and values["qr_operation"] == "concat"
+    if concat and values["qr_threshold"] >= min(ln_emb):
+        values["qr_threshold"] = min(ln_emb) - 1
+    try:
+        return DLRMConfig(**with_derived_widths(values))
+    except InvalidConfig:
+        return None

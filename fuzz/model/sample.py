@@ -27,7 +27,10 @@ import numpy as np
 
 from fuzz.model.config import DLRMConfig, INPUT_LAYOUTS
 
-__all__ = ["Batch", "Sample", "InvalidSample", "qr_quotient"]
+__all__ = ["Batch", "Sample", "InvalidSample", "qr_quotient", "top_index"]
+
+# From here on float32 cannot hold every index: upstream's QR quotient may round.
+_QR_EXACT = 2**24
 
 
 def qr_quotient(indices: np.ndarray, collisions: int) -> np.ndarray:
@@ -35,6 +38,19 @@ def qr_quotient(indices: np.ndarray, collisions: int) -> np.ndarray:
     default float32, then truncation. From 2**24 on it can differ from
     ``indices // collisions`` (and, near a table's end, leave the table)."""
     return (indices.astype(np.float32) / np.float32(collisions)).astype(np.int64)
+
+
+def top_index(config: DLRMConfig, k: int) -> int:
+    """The last index table ``k`` accepts: its last row, or for a QR table the
+    last row upstream's float32 quotient keeps inside the quotient table."""
+    rows = config.ln_emb[k]
+    if config.table_kind(k) != "qr" or rows <= _QR_EXACT:
+        return rows - 1
+    q_rows = -(-rows // config.qr_collisions)
+    top = rows - 1
+    while int(qr_quotient(np.array([top]), config.qr_collisions)[0]) >= q_rows:
+        top -= 1
+    return top
 
 
 class InvalidSample(ValueError):

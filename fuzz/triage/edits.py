@@ -12,13 +12,12 @@ total order that says when one sample is strictly smaller than another.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
-from fuzz.model.config import DLRMConfig, InvalidConfig, embedding_width, interaction_width
+from fuzz.model.config import DLRMConfig, InvalidConfig, config_with, knobs
 from fuzz.model.sample import Batch, InvalidSample, Sample
 
 __all__ = [
@@ -34,19 +33,8 @@ __all__ = [
 Edit = Callable[[Sample], "Sample | None"]
 MLP = Literal["bot", "top"]
 
-# Fields of DLRMConfig that are structure (sizes shrunk by their own edits) or
-# bookkeeping, not on/off knobs. Everything else with a default is a knob.
-_STRUCTURE = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "schema"})
 
-
-# -- knobs -----------------------------------------------------------------
-def knobs() -> dict[str, Any]:
-    """Every knob of ``DLRMConfig`` with its default, read from the dataclass so
-    that a knob added to the config is shrunk and ablated without code here."""
-    return {f.name: f.default for f in dataclasses.fields(DLRMConfig)
-            if f.name not in _STRUCTURE and f.default is not dataclasses.MISSING}
-
-
+# -- knobs (``knobs`` itself is ``fuzz.model.config.knobs``) -------------------
 def non_default_knobs(config: DLRMConfig) -> dict[str, Any]:
     """The knobs ``config`` sets away from their default, in field order."""
     return {name: getattr(config, name) for name, default in knobs().items()
@@ -112,32 +100,6 @@ def content_hash(sample: Sample) -> str:
 
 
 # -- building blocks -------------------------------------------------------
-def config_with(config: DLRMConfig, **changes: Any) -> DLRMConfig | None:
-    """``config`` with ``changes``, the derived widths recomputed; ``None`` if
-    no valid config has these values. Mixed widths collapse to their maximum
-    once MD is off, and a QR-concat threshold is lowered under the smallest
-    table so that every table stays a QR table (what concat requires)."""
-    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    values.update(changes)
-    if not values["md_flag"] and isinstance(values["m_spa"], tuple):
-        values["m_spa"] = max(values["m_spa"])
-    ln_emb = tuple(values["ln_emb"])
-    if not ln_emb:
-        return None
-    concat = bool(values["qr_flag"]) and values["qr_operation"] == "concat"
-    if concat and values["qr_threshold"] >= min(ln_emb):
-        values["qr_threshold"] = min(ln_emb) - 1
-    width = embedding_width(values["m_spa"], concat)
-    values["ln_bot"] = (*tuple(values["ln_bot"])[:-1], width)
-    values["ln_top"] = (interaction_width(width, len(ln_emb), values["arch_interaction_op"],
-                                          values["arch_interaction_itself"]),
-                        *tuple(values["ln_top"])[1:])
-    try:
-        return DLRMConfig(**values)
-    except InvalidConfig:
-        return None
-
-
 def _rebuild(sample: Sample, config: DLRMConfig | None = None,
              batches: Sequence[Batch] | None = None, seed: int | None = None) -> Sample | None:
     """A new sample with its index arrays cast to the config's index dtype;

@@ -8,15 +8,24 @@ contents, then sizes (rows, widths, MLP layers), and values toward zero last.
 A candidate is tried only when it is strictly smaller by ``size_key`` and its
 content has not been tried before, and it is kept only when the predicate
 still holds, so the result always fails exactly as the input did.
+
+With a ``region`` (``fuzz.model.focus.Focus``: ``dlrm-fuzz run --focus`` or
+``--config``) no candidate outside it is ever tried: the skeleton is built
+from the edits that keep the sample inside, the knobs pass leaves the pinned
+knobs alone, and every other candidate outside is dropped before it costs a
+compile. A ``--config`` region pins every field, so its cases keep their
+architecture and shrink in batches, examples, bags and values only.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Sequence
 
 from fuzz.triage import edits
+from fuzz.model.focus import Focus
 from fuzz.model.sample import Sample
 
 __all__ = ["shrink", "ShrinkResult", "StepRejected", "PASSES", "check_reducer_arguments"]
@@ -90,10 +99,12 @@ def _examples(s: Sample) -> Candidates:
             yield edits.keep_examples(s, b, keep)
 
 
-def _knobs(s: Sample) -> Candidates:
+def _knobs(s: Sample, region: Focus | None = None) -> Candidates:
     """Knobs back to their defaults, halves of the set first: a case that
-    needs one knob of eight then costs about four steps instead of eight."""
-    names = list(edits.non_default_knobs(s.config))
+    needs one knob of eight then costs about four steps instead of eight.
+    The knobs ``region`` pins are left out of the set."""
+    pinned = region.pinned if region is not None else {}
+    names = [name for name in edits.non_default_knobs(s.config) if name not in pinned]
     for removed in _removals(len(names)):
         yield edits.knobs_to_default(s, [names[i] for i in removed])
 
@@ -180,20 +191,21 @@ def _values(s: Sample) -> Candidates:
     yield edits.with_seed(s, 0)
 
 
-def _skeleton(s: Sample, k: int, empty: bool) -> Sample | None:
+def _skeleton(s: Sample, k: int, empty: bool, region: Focus | None = None) -> Sample | None:
     """The bottom of the lattice for table ``k``, built without a single
     predicate call: that table alone (its kind kept: a QR, MD or quantized
     table keeps the rows that make it one), one batch, one example whose bag
     holds one index 0 (or nothing, with ``empty``), the narrowest widths, no
     hidden layers, one dense column, zero values, seed 0; every knob kept.
-    An edit that does not apply is passed over; ``None`` when nothing changed."""
+    An edit that does not apply, or would leave ``region``, is passed over;
+    ``None`` when nothing changed."""
     kind = s.config.table_kind(k)
     out = s
 
     def apply(edit: edits.Edit) -> None:
         nonlocal out
         new = edit(out)
-        if new is not None:
+        if new is not None and (region is None or region.holds(new)):
             out = new
 
     apply(lambda x: edits.keep_tables(x, [k]))
@@ -211,7 +223,8 @@ def _skeleton(s: Sample, k: int, empty: bool) -> Sample | None:
               (config.padding_idx or 0) + 1}
     for rows in sorted(floors):
         cut = edits.fewer_rows(out, 0, rows)
-        if cut is not None and cut.config.table_kind(0) == kind:
+        if cut is not None and cut.config.table_kind(0) == kind and \
+                (region is None or region.holds(cut)):
             out = cut
             break
     for width in (1, 2):
@@ -230,7 +243,7 @@ def _skeleton(s: Sample, k: int, empty: bool) -> Sample | None:
     return None if out is s else out
 
 
-def _skeletons(s: Sample) -> Candidates:
+def _skeletons(s: Sample, region: Focus | None = None) -> Candidates:
     """Jump to the bottom first: for one table of each kind, the skeleton
     with an empty bag, then with one index. Most faults the fuzzer finds
     hang on a knob, not on the data, so one compile usually lands on the
@@ -241,7 +254,7 @@ def _skeletons(s: Sample) -> Candidates:
         firsts.setdefault(s.config.table_kind(k), k)
     for empty in (True, False):
         for k in firsts.values():
-            yield _skeleton(s, k, empty)
+            yield _skeleton(s, k, empty, region)
 
 
 PASSES: Sequence[tuple[str, Callable[[Sample], Candidates]]] = (
@@ -251,6 +264,16 @@ PASSES: Sequence[tuple[str, Callable[[Sample], Candidates]]] = (
 )
 """The passes in the order they run; each is retried from the new sample
 after every accepted candidate, and the whole list until nothing is accepted."""
+# The passes that know a region (the others' candidates are filtered).
+_REGION_AWARE = {"skeleton": _skeletons, "knobs": _knobs}
+
+
+def _passes(region: Focus | None) -> list[tuple[str, Callable[[Sample], Candidates]]]:
+    """``PASSES``, the region-aware ones told about ``region``."""
+    if region is None:
+        return list(PASSES)
+    return [(name, functools.partial(_REGION_AWARE[name], region=region)
+             if name in _REGION_AWARE else generate) for name, generate in PASSES]
 
 
 # -- the reducer -----------------------------------------------------------
@@ -268,8 +291,11 @@ ManyPredicate = Callable[[list[Sample]], list["bool | StepRejected"]]
 class _Reducer:
     def __init__(self, sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
                  max_steps: int | None, on_progress: Callable[[Sample], None] | None,
-                 many: ManyPredicate | None = None, width: int = 1) -> None:
+                 many: ManyPredicate | None = None, width: int = 1,
+                 region: Focus | None = None) -> None:
         self.current = sample
+        # A stored case from outside the region (a replayed corpus) shrinks as before.
+        self.region = region if region is not None and region.holds(sample) else None
         self.key = edits.size_key(sample)
         self.still_failing = still_failing
         self.many = many
@@ -284,9 +310,11 @@ class _Reducer:
         self.rejections: list[str] = []
 
     def _fresh(self, candidate: Sample | None) -> bool:
-        """Worth a step: strictly smaller than the current sample, never tried."""
+        """Worth a step: strictly smaller than the current sample, never
+        tried, and inside the region."""
         return candidate is not None and edits.size_key(candidate) < self.key and \
-            edits.content_hash(candidate) not in self.tried
+            edits.content_hash(candidate) not in self.tried and \
+            (self.region is None or self.region.holds(candidate))
 
     def _judge_one(self, candidate: Sample) -> "bool | StepRejected":
         try:
@@ -352,7 +380,7 @@ class _Reducer:
         try:
             while True:
                 progressed = False
-                for _, generate in PASSES:
+                for _, generate in _passes(self.region):
                     progressed |= self.run_pass(generate)
                 if not progressed:
                     return "fixpoint"
@@ -374,7 +402,8 @@ def check_reducer_arguments(sample: Sample, still_failing: Callable[[Sample], bo
 def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
            max_steps: int | None = None,
            on_progress: Callable[[Sample], None] | None = None,
-           many: ManyPredicate | None = None, width: int = 1) -> ShrinkResult:
+           many: ManyPredicate | None = None, width: int = 1,
+           region: Focus | None = None) -> ShrinkResult:
     """The smallest sample (by ``size_key``) reachable from ``sample`` through
     accepted edits, each of which kept ``still_failing`` true.
 
@@ -386,21 +415,25 @@ def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: fl
     predicate over a list) candidates of one pass are judged ``width`` at a
     time, side by side: the first of them that still fails wins, exactly as
     one at a time would have found it first, so the result is the same
-    reduction reached in fewer rounds of compiles.
+    reduction reached in fewer rounds of compiles. With ``region`` every
+    candidate tried lies inside it (when ``sample`` does; module docstring).
     """
     check_reducer_arguments(sample, still_failing, budget_s)
     if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 0):
         raise ValueError(f"max_steps={max_steps!r}: must be None or an integer >= 0")
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"width={width!r}: must be an integer >= 1 (candidates side by side)")
-    return _shrink(sample, still_failing, budget_s, max_steps, on_progress, many, width)
+    if region is not None and not isinstance(region, Focus):
+        raise TypeError(f"region={region!r}: must be a fuzz.model.focus.Focus or None")
+    return _shrink(sample, still_failing, budget_s, max_steps, on_progress, many, width, region)
 
 
 def _shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
             max_steps: int | None, on_progress: Callable[[Sample], None] | None,
-            many: ManyPredicate | None, width: int) -> ShrinkResult:
+            many: ManyPredicate | None, width: int, region: Focus | None) -> ShrinkResult:
     start = time.monotonic()
-    reducer = _Reducer(sample, still_failing, budget_s, max_steps, on_progress, many, width)
+    reducer = _Reducer(sample, still_failing, budget_s, max_steps, on_progress, many, width,
+                       region)
     stopped = reducer.run()
     return ShrinkResult(sample=reducer.current, steps_tried=reducer.steps_tried,
                         steps_accepted=reducer.steps_accepted,
