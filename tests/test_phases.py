@@ -441,8 +441,15 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
                                         workers=1, replay=False))
     with campaign._pool() as pool:
         campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
-    assert found.culprit == "op:aten.relu.default" and found.new
+        (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
+        assert found.culprit == "op:aten.relu.default" and found.new
+        assert campaign._op_first == {found.bucket} and campaign.unshrunk == []
+        campaign._after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
+        # A smaller generated case replaces the stored one: its single op is checked again.
+        campaign._op_first.clear()
+        (again,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+    assert again.bucket == found.bucket and not again.new
+    assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink is None
     assert campaign._op_first == {found.bucket} and campaign.unshrunk == []
     assert campaign._to_report == [found.bucket]
     campaign.report.repro_status[found.bucket] = "reproduces"

@@ -891,8 +891,13 @@ class Campaign:
                 if size < self._stored_size(finding.bucket) and \
                         corpus.replace_if_smaller(root, entry, size_key):
                     self._sizes[finding.bucket] = size
-                    # The new case needs its own repro, tool files and REPORT.md.
+                    # The new case needs its own repro, tool files and REPORT.md;
+                    # one minimal as one op must be found so again (its record
+                    # went with the old case).
                     self._needs_report.add(finding.bucket)
+                    if any(r.bucket == finding.bucket and r.record.get("stopped") == "single-op"
+                           for r in self.report.shrinks):
+                        self._op_first.add(finding.bucket)
                     if finding.bucket not in self.unshrunk:
                         self._ready_for_report(finding.bucket)
                 return
