@@ -103,7 +103,7 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
     stream = [dataclasses.replace(s, draws=(7, 8)) if s.config.weights == "inputs" else s
               for s in stream]
 
-    def fixed_stream(seed, body, round_size):  # type: ignore[no-untyped-def]
+    def fixed_stream(seed, body, round_size, focus=None):  # type: ignore[no-untyped-def]
         for sample in stream:
             body(sample)
 
@@ -210,7 +210,7 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
 
     stream = [tiny_sample(tiny_config(ln_emb=(2 ** 23,) * 3)), tiny_sample()]
 
-    def fixed_stream(seed, body, round_size):  # type: ignore[no-untyped-def]
+    def fixed_stream(seed, body, round_size, focus=None):  # type: ignore[no-untyped-def]
         for sample in stream:
             body(sample)
 
