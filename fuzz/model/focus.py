@@ -7,7 +7,7 @@ dataclass and parsed by its type: ``pooling=mean``, ``ln_emb=[4,8]``,
 (``input=empty_bags``, ``input=batch_of_one``, ``input=duplicate_index``,
 ``input=last_row``: the cases ``strategies.inputs`` draws on purpose) and
 optionally a shape class (``shape=tiny|medium|large``, as
-``strategies.SHAPE_CLASSES``). ``--config`` pins every field of one
+``fuzz.model.shapes.SHAPE_CLASSES``). ``--config`` pins every field of one
 configuration; ``--neighbours`` keeps only its tables and widths (the widths
 DLRM derives follow the knobs) and lets every knob the focus leaves free vary.
 
@@ -33,6 +33,7 @@ import numpy as np
 from fuzz.model.config import (STRUCTURE, DLRMConfig, InvalidConfig, config_with, knobs,
                                with_derived_widths)
 from fuzz.model.sample import Sample, top_index
+from fuzz.model.shapes import SHAPE_CLASSES
 
 __all__ = ["Focus", "FocusError", "INPUT_CLASSES", "SHAPES", "make_focus", "parse_focus",
            "load_config", "shape_class", "config_shape"]
@@ -81,8 +82,6 @@ INPUT_CLASSES: dict[str, tuple[str, Callable[[Sample], bool]]] = {
 def _tiny_limits() -> dict[str, int]:
     """The strategies' tiny class as size limits; a reshaped batch may gather
     a whole batch's indices into one bag (max_batch x max_bag)."""
-    from strategies import SHAPE_CLASSES  # the strategies' table (they import this package)
-
     tiny = SHAPE_CLASSES["tiny"]
     return {"tables": tiny.max_tables, "rows": tiny.max_rows, "width": tiny.max_width,
             "batch": tiny.max_batch, "bag": tiny.max_batch * tiny.max_bag}
