@@ -36,6 +36,7 @@ from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Tar
                           resolve_targets)
 from fuzz.triage.findings import CandidateRejected, Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
+from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form
 from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
 from strategies.draw import ROUND, each_sample
 
@@ -55,8 +56,6 @@ _LAST_WAIT_S = 10.0
 # hold up a queue of lowering failures that shrink in seconds each.
 _SHRINK_TURN_S = 20.0
 # Cheapest to shrink first (the verdict part of a bucket id).
-# Repro forms that hold one op: a bucket reproducing in one is minimal.
-_SINGLE_OP_FORMS = ("single-op", "export")
 _SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR",
                  "LOWERING_ERROR", "COMPILE_ERROR", "RUNTIME_ERROR", "CRASH", "TIMEOUT",
                  "MISMATCH")
@@ -907,7 +906,7 @@ class Campaign:
             if finding.new:
                 self._sizes[finding.bucket] = size_key(sample)
                 self._needs_report.add(finding.bucket)
-                if self.options.shrink and self.options.report and _op_level(entry):
+                if self.options.shrink and self.options.report and has_single_op_form(entry):
                     # The single op is the minimal case when it fails the same
                     # way: its report comes first, shrinking only if it does not.
                     self._op_first.add(finding.bucket)
@@ -1057,7 +1056,7 @@ class Campaign:
         reproduces is the minimal case (recorded as the bucket's shrink, so
         the bucket is actionable); any other form sends it to shrinking."""
         repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
-        if status != "reproduces" or repro.get("kind") not in _SINGLE_OP_FORMS:
+        if status != "reproduces" or repro.get("kind") not in SINGLE_OP_FORMS:
             self.unshrunk.append(bucket)
             return
         from fuzz.triage.edits import sample_size
@@ -1159,13 +1158,6 @@ class Campaign:
         with deferred():
             replaced = corpus.replace_if_smaller(root, shrunk, size_key)
         return ShrinkRecord(bucket, target.name, record, replaced)
-
-
-def _op_level(entry: CorpusEntry) -> bool:
-    """A bucket whose repro can be one op: an export failure (the op whose
-    own torch.export fails) or a wrong answer localized to an op."""
-    return entry.verdict is Verdict.EXPORT_ERROR or \
-        (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
 
 
 def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:

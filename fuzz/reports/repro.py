@@ -48,7 +48,7 @@ from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, RefBackend
 from oracles.results import Stage
 from oracles.verdict import Verdict
 
-__all__ = ["Repro", "repro_target", "write_repro", "run_repro", "fault_parts", "RUNTIME_FILE",
+__all__ = ["Repro", "repro_target", "write_repro", "SINGLE_OP_FORMS", "has_single_op_form", "run_repro", "fault_parts", "RUNTIME_FILE",
            "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]
 
 # What a repro may import: the toolchain under test, numpy, and the standard
@@ -153,6 +153,17 @@ def _status(entry: CorpusEntry, code: int, output: str) -> str:
 
 # -- writing ------------------------------------------------------------------
 
+# Repro forms that hold one op: a bucket reproducing in one is minimal.
+SINGLE_OP_FORMS = ("single-op", "export")
+
+
+def has_single_op_form(entry: CorpusEntry) -> bool:
+    """Whether ``write_repro`` tries a one-op form first: an export failure
+    (the op whose own torch.export fails) or a wrong answer localized to an op."""
+    return entry.verdict is Verdict.EXPORT_ERROR or \
+        (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
+
+
 def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
                 check: bool = True, timeout_s: float = 600) -> Repro:
     """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
@@ -170,7 +181,7 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         if export is not None:
             return export
         tried = " (no single op of the model fails torch.export the same way)"
-    if entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"):
+    if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry):
         single = _attempt(folder, entry, target, "single-op", check, timeout_s)
         if single is not None and (not check or single.status == "reproduces"):
             return single
