@@ -6,6 +6,11 @@ before and after the change and compare (``--against old.json``).
 Features are declared in one visible table (``FEATURES``); each row is a
 minimal two-table DLRM with one thing switched on, checked over a few weight
 seeds, every cell triaged exactly as a campaign would (same buckets).
+
+A lowering change touches one feature, so the matrix can be cut to a region
+(``--focus``, as ``fuzz.model.focus``): only the rows whose sample lies inside
+it. ``--config`` / ``--preset`` put each feature on the given model instead
+of the minimal one (``base``), so the rows are that model's own support.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import numpy as np
 
 from fuzz.engine.campaign import Campaign, CampaignOptions
 from fuzz.model.config import DLRMConfig
+from fuzz.model.focus import Focus
 from fuzz.triage.edits import config_with
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import Target
+from fuzz.targets.versions import recorded_versions
 
-__all__ = ["FEATURES", "Matrix", "feature_sample", "build_matrix", "matrix_markdown",
-           "compare_matrices"]
+__all__ = ["FEATURES", "Matrix", "feature_sample", "rows_in_focus", "build_matrix",
+           "matrix_markdown", "compare_matrices"]
 
 PASS = "PASS"
 
@@ -63,14 +70,16 @@ FEATURES: dict[str, dict[str, Any]] = {
 _BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
 
 
-def feature_sample(feature: str, seed: int) -> Sample:
-    """The minimal DLRM with ``feature`` on, weights from ``seed``, one batch of
-    three examples whose bags hit the first and last rows and repeat an index
-    (row 1: the padding row, when there is one). Fixed-length bags are all two
-    long; per-sample weights are drawn from ``seed`` too."""
+def feature_sample(feature: str, seed: int, base: DLRMConfig | None = None) -> Sample:
+    """The minimal DLRM (or ``base``) with ``feature`` on, weights from
+    ``seed``, one batch of three examples whose bags hit the first and last
+    rows and repeat an index (row 1: the padding row, when there is one; row
+    0 of a one-row table). Fixed-length bags are all two long; per-sample
+    weights are drawn from ``seed`` too. A feature ``base`` cannot take (MD
+    widths for its tables, a padding row it lacks) is a ValueError."""
     if feature not in FEATURES:
         raise ValueError(f"feature={feature!r}: unknown; choose from {list(FEATURES)}")
-    config = config_with(_BASE, **FEATURES[feature])
+    config = config_with(_BASE if base is None else base, **FEATURES[feature])
     if config is None:
         raise ValueError(f"feature={feature!r}: its changes {FEATURES[feature]} give no valid config")
     rng = np.random.default_rng(seed)
@@ -78,7 +87,8 @@ def feature_sample(feature: str, seed: int) -> Sample:
     empty = feature == "empty_bags"
     offsets, indices = [], []
     for rows in config.ln_emb:
-        bags = [[0, rows - 1], [] if empty else [1, 1], [rows - 1]]
+        second = min(1, rows - 1)
+        bags = [[0, rows - 1], [] if empty else [second, second], [rows - 1]]
         if config.input_layout == "fixed":
             bags[2] = [rows - 1, 0]
         offsets.append(np.cumsum([0] + [len(b) for b in bags[:-1]]).astype(dtype))
@@ -90,45 +100,76 @@ def feature_sample(feature: str, seed: int) -> Sample:
                                                   weights),))
 
 
+def rows_in_focus(focus: Focus | None, base: DLRMConfig | None = None,
+                  features: Sequence[str] | None = None) -> list[str]:
+    """The rows (of ``features``, default all) whose sample on ``base`` lies
+    inside ``focus`` (every row without one). A row ``base`` cannot take, or
+    one that changes nothing on it (the same sample as an earlier row, e.g.
+    ``pooling=mean`` on a model with mean bags), is left out."""
+    kept: list[str] = []
+    seen: list[tuple[DLRMConfig, bool]] = []
+    for feature in features or FEATURES:
+        try:
+            sample = feature_sample(feature, 0, base)
+        except ValueError:
+            continue
+        identity = (sample.config, feature == "empty_bags")
+        if identity in seen or (focus is not None and not focus.holds(sample)):
+            continue
+        seen.append(identity)
+        kept.append(feature)
+    return kept
+
+
 @dataclass
 class Matrix:
-    """One run's feature-by-target cells and bucket notes, saved to compare before/after."""
+    """One run's feature-by-target cells and bucket notes, saved to compare
+    before/after; ``keys`` (bucket -> signature key) lets a comparison tell an
+    older compiler that cannot read the program from a bug, and ``toolchain``
+    records what ran (``fuzz.targets.versions.recorded_versions``)."""
     targets: list[str]
     cells: dict[str, dict[str, str]] = field(default_factory=dict)  # feature -> target -> cell
     buckets: dict[str, str] = field(default_factory=dict)  # bucket -> culprit / error line
     seconds: float = 0.0
+    keys: dict[str, str] = field(default_factory=dict)  # bucket -> signature key
+    toolchain: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """Stable, sorted JSON, so two saved matrices diff cleanly."""
         return json.dumps({"targets": self.targets, "cells": self.cells, "buckets": self.buckets,
-                           "seconds": round(self.seconds, 1)}, indent=2, sort_keys=True) + "\n"
+                           "seconds": round(self.seconds, 1), "keys": self.keys,
+                           "toolchain": self.toolchain}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> "Matrix":
-        """Read a saved matrix back (for ``--against``)."""
+        """Read a saved matrix back (for ``--against``; files from before
+        ``keys`` and ``toolchain`` were recorded read with them empty)."""
         data = json.loads(text)
         return cls(list(data["targets"]), dict(data["cells"]), dict(data.get("buckets", {})),
-                   float(data.get("seconds", 0.0)))
+                   float(data.get("seconds", 0.0)), dict(data.get("keys", {})),
+                   dict(data.get("toolchain", {})))
 
 
 def build_matrix(options: CampaignOptions, features: Sequence[str] | None = None,
-                 seeds: int = 2, on_row: Callable[[str, dict[str, str]], None] | None = None
-                 ) -> Matrix:
+                 seeds: int = 2, on_row: Callable[[str, dict[str, str]], None] | None = None,
+                 base: DLRMConfig | None = None) -> Matrix:
     """Every (feature, target) cell: PASS when every seed passes, else the
-    buckets its failures land in (joined with ``+``)."""
+    buckets its failures land in (joined with ``+``). ``base``: the model the
+    features are put on (default the minimal two-table DLRM)."""
     import time
 
     began = time.monotonic()
     campaign = Campaign(options)
-    matrix = Matrix([t.name for t in campaign.targets])
+    matrix = Matrix([t.name for t in campaign.targets], toolchain=recorded_versions())
     rows = list(features or FEATURES)
-    samples = [feature_sample(feature, seed) for feature in rows for seed in range(seeds)]
+    samples = [feature_sample(feature, seed, base) for feature in rows for seed in range(seeds)]
     found: dict[str, dict[str, set[str]]] = {f: {t: set() for t in matrix.targets} for f in rows}
 
     def collect(i: int, findings: list[Any]) -> None:
         feature = rows[i // seeds]
         for finding in findings:
             matrix.buckets[finding.bucket] = finding.culprit or finding.outcome.error[:160]
+            matrix.keys[finding.bucket] = finding.key
             for target in finding.targets:
                 found[feature].setdefault(target, set()).add(finding.bucket)
         if i % seeds == seeds - 1:

@@ -11,6 +11,11 @@ disagree), SKIPPED (its target cannot run here). A case that seems fixed or
 moved is re-run ``repeat`` times before it is called so. ``--strict`` turns
 every unexpected outcome into a failing exit status, so a toolchain bump PR
 fails until ``--update`` records the new state.
+
+With a focus (``--focus`` / ``--config`` / ``--preset``, ``fuzz.model.focus``)
+only the stored cases inside the region are replayed: a lowering change is
+checked against the cases of the feature it touches, and a case elsewhere in
+the corpus neither costs time nor shows up in the report.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Callable
 
 from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
+from fuzz.model.focus import Focus
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import Target
 from fuzz.targets.versions import tool_versions
@@ -104,12 +110,16 @@ def _as_expected(entry: CorpusEntry, record: ReplayRecord) -> bool:
 
 def replay_corpus(root: Path, table: dict[str, Target] | None = None, repeat: int = 3,
                   workers: int = 2, timeout_s: float = 300.0, cache_dir: Path | None = None,
-                  on_result: Callable[[ReplayResult], None] | None = None
-                  ) -> tuple[list[ReplayResult], list[str]]:
-    """Replay every readable entry of ``root``; (results, junk lines)."""
+                  on_result: Callable[[ReplayResult], None] | None = None,
+                  focus: Focus | None = None) -> tuple[list[ReplayResult], list[str]]:
+    """Replay every readable entry of ``root`` (with ``focus``: every one
+    whose stored sample lies inside it, config, input cases and shape class);
+    (results, junk lines)."""
     if repeat < 1:
         raise ValueError(f"repeat={repeat}: must be >= 1")
     entries, junk = corpus.load(root)
+    if focus is not None:
+        entries = [entry for entry in entries if focus.holds(entry.sample)]
     results: list[ReplayResult] = []
     if not entries:
         return results, junk
