@@ -1,5 +1,6 @@
 """The ``dlrm-fuzz`` command line: ``run`` a campaign, list ``targets``, show
-the ``corpus``; ``bump`` and ``bisect`` live in ``fuzz.cli.regress``.
+the ``corpus``; ``bump`` and ``bisect`` live in ``fuzz.cli.regress``,
+``validate`` in ``fuzz.cli.validate``.
 
 Bad input (an unknown target, a malformed budget, a corpus path that is a
 file) is one line on stderr and exit status 2, never a traceback. Exit
@@ -28,6 +29,7 @@ from fuzz.engine.campaign import Campaign, CampaignOptions, CampaignReport, Find
 from fuzz.store.corpus import CorpusError
 from oracles.signature import KEY_VERSION
 from fuzz.engine.coverage import COLUMNS, FOCUS_ROW
+from fuzz.model.config import DLRMConfig
 from fuzz.model.focus import Focus, FocusError
 from fuzz.engine.progress import CampaignProgress
 from fuzz.workers.raypool import ClusterLost, RayUnavailable
@@ -36,6 +38,7 @@ from fuzz.regress.bisect import BisectError
 from fuzz.regress.bump import BumpError
 from fuzz.targets.cache import default_cache_dir
 from fuzz.cli.regress import add_parsers, bisect_command, bump_command
+from fuzz.cli.validate import add_validate_parser, validate_command
 from fuzz.targets.plugins import PluginError, target_table
 from fuzz.regress.toolchain_path import already_inside, reexec
 from fuzz.regress.toolchains import ToolchainError
@@ -188,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--no-cache", action="store_true")
     _plugin_option(replay)
     _toolchain_option(replay)
+    _focus_options(replay, "replay only the stored cases inside a region")
     matrix = sub.add_parser("matrix", help="the lowering support matrix: DLRM features x targets")
     matrix.add_argument("--targets", default=None, help="comma-separated (default: all available)")
     matrix.add_argument("--features", default=None, help="comma-separated rows (default: all)")
@@ -201,20 +205,25 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--no-cache", action="store_true")
     _plugin_option(matrix)
     _toolchain_option(matrix)
+    _focus_options(matrix, "only the rows inside a region; with --config/--preset the "
+                   "features go on that model")
     add_parsers(sub, parse_duration, parse_duration_or_zero, _positive_int, _seed)
+    add_validate_parser(sub, parse_duration, parse_duration_or_zero, _positive_int, _seed,
+                        _focus_options, _plugin_option)
     digest = sub.add_parser("report", help="a digest of the corpus grouped by project")
     digest.add_argument("path", type=Path, nargs="?", default=Path("corpus"))
     digest.add_argument("--format", choices=("md", "json"), default="md")
     return parser
 
 
-def _focus_options(run: argparse.ArgumentParser) -> None:
-    """The flags that keep a campaign inside a region (fuzz/model/focus.py)."""
+def _focus_options(run: argparse.ArgumentParser,
+                   what: str = "every sample and shrink step holds it") -> None:
+    """The flags that keep a campaign (or a matrix, a replay) inside a region
+    (fuzz/model/focus.py)."""
     run.add_argument("--focus", default=None, metavar="KNOB=VALUE[,...]",
                      help="stay inside a region: any DLRMConfig field (pooling=mean, "
                           "ln_emb=[4,8]), input=empty_bags|batch_of_one|duplicate_index|"
-                          "last_row, shape=tiny|medium|large; every sample and shrink step "
-                          "holds it")
+                          f"last_row, shape=tiny|medium|large; {what}")
     model = run.add_mutually_exclusive_group()
     model.add_argument("--config", type=Path, default=None, metavar="FILE",
                        help="fuzz one model: a DLRMConfig JSON (as DLRMConfig.to_json writes "
@@ -230,23 +239,32 @@ def _focus_options(run: argparse.ArgumentParser) -> None:
                           "e.g. 1e-3 for the Criteo tables")
 
 
-def _focus(args: argparse.Namespace) -> Focus | None:
-    """The campaign's region from --focus/--config/--preset/--neighbours/
-    --rows-scale, checked (one sample must exist in it); None without them."""
-    from fuzz.model.focus import load_config, make_focus
+def _model(args: argparse.Namespace) -> tuple[DLRMConfig | None, str]:
+    """The model of --config FILE / --preset NAME, its tables scaled by
+    --rows-scale, and its name for labels; (None, "") without either."""
+    from fuzz.model.focus import load_config
     from fuzz.model.presets import preset_config, scale_rows
-    from strategies.draw import draw_samples
 
-    config, name = None, ""
     if args.preset is not None:
-        config, name = preset_config(args.preset, args.rows_scale), f"preset {args.preset}"
-    elif args.config is not None:
-        config, name = load_config(args.config), f"config {args.config}"
+        return preset_config(args.preset, args.rows_scale), f"preset {args.preset}"
+    if args.config is not None:
+        config = load_config(args.config)
         if args.rows_scale != 1.0:
             config = scale_rows(config, args.rows_scale)
-    elif args.rows_scale != 1.0:
+        return config, f"config {args.config}"
+    if args.rows_scale != 1.0:
         raise FocusError("--rows-scale: scales the tables of a given model; add --config FILE "
                          "or --preset NAME")
+    return None, ""
+
+
+def _focus(args: argparse.Namespace) -> Focus | None:
+    """The region from --focus/--config/--preset/--neighbours/--rows-scale,
+    checked (one sample must exist in it); None without them."""
+    from fuzz.model.focus import make_focus
+    from strategies.draw import draw_samples
+
+    config, name = _model(args)
     if config is None and args.focus is None and not args.neighbours:
         return None
     if args.rows_scale != 1.0:
@@ -254,10 +272,10 @@ def _focus(args: argparse.Namespace) -> Focus | None:
     label = " + ".join(part for part in (name, "neighbours" if args.neighbours else "",
                                          f"focus {args.focus}" if args.focus else "") if part)
     focus = make_focus(args.focus, config, args.neighbours, label)
-    if args.schedule:
+    if getattr(args, "schedule", False):  # run only
         raise FocusError(f"{label}: --schedule repairs samples by switching their features "
                          f"off, which leaves the focus: drop --schedule")
-    if not draw_samples(1, args.seed, focus=focus):
+    if not draw_samples(1, getattr(args, "seed", 0), focus=focus):
         raise FocusError(f"{label}: no generated sample lands in this region (a shape class "
                          f"too small for the pinned sizes, or input cases the layout rules "
                          f"out?): widen the focus")
@@ -323,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return bump_command(console, err, args)
         if args.command == "bisect":
             return bisect_command(console, err, args)
+        if args.command == "validate":
+            return validate_command(console, err, args, _focus, _model)
         return _run(console, err, args)
     except (UnknownTarget, UnavailableTarget, CorpusError, PluginError, ToolchainError,
             BumpError, BisectError, RayUnavailable, FocusError) as exc:
@@ -397,25 +417,31 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
                     f"{now}{'  ' + result.note if result.note else ''}", markup=False,
                     soft_wrap=True)
 
+    focus = _focus(args)
     results, junk = replay_corpus(args.path, target_table(args.target_plugin), args.repeat,
                                   args.workers, args.timeout,
-                                  None if args.no_cache else args.cache, show)
+                                  None if args.no_cache else args.cache, show, focus)
     for line in junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     counts = Counter(r.status.value for r in results)
+    inside = ""
+    if focus is not None:
+        inside = f"; {len(results)} of {len(corpus.load(args.path)[0])} stored cases inside " \
+                 f"{focus.label}"
     lines.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
-                              "empty corpus") + f"; {sum(r.seconds for r in results):.1f}s",
-                markup=False)
+                              "no cases") + f"; {sum(r.seconds for r in results):.1f}s{inside}",
+                markup=False, soft_wrap=True)
     if args.format == "json":
         print(json.dumps({"toolchain": recorded_versions(), "results": [r.to_dict() for r in results],
-                          "junk": junk}, indent=2))
+                          "junk": junk, "focus": focus.label if focus else None}, indent=2))
     open_surprises = [r for r in results if r.unexpected
                       and not (args.update and record_state(args.path, r))]
     return 1 if args.strict and open_surprises else EXIT_OK
 
 
 def _matrix(err: Console, args: argparse.Namespace) -> int:
-    from fuzz.regress.matrix import FEATURES, Matrix, build_matrix, compare_matrices, matrix_markdown
+    from fuzz.regress.matrix import (FEATURES, Matrix, build_matrix, compare_matrices,
+                                     matrix_markdown, rows_in_focus)
 
     old = None
     if args.against is not None:
@@ -428,6 +454,15 @@ def _matrix(err: Console, args: argparse.Namespace) -> int:
     unknown = [f for f in features or [] if f not in FEATURES]
     if unknown:
         raise CorpusError(f"features={unknown[0]!r}: unknown; choose from {', '.join(FEATURES)}")
+    focus = _focus(args)
+    base, _ = _model(args)
+    if focus is not None:
+        features = rows_in_focus(focus, base, features)
+        if not features:
+            raise FocusError(f"{focus.label}: no matrix row lies inside it (each row is one "
+                             f"feature on {'that' if base else 'a minimal'} model, a batch of "
+                             f"3): widen the focus, or fuzz the region with `dlrm-fuzz run "
+                             f"--focus`")
     names = None if args.targets is None else tuple(
         n.strip() for n in args.targets.split(",") if n.strip())
     options = CampaignOptions(targets=names, table=target_table(args.target_plugin),
@@ -438,10 +473,11 @@ def _matrix(err: Console, args: argparse.Namespace) -> int:
         failing = sum(cell != "PASS" for cell in row.values())
         err.print(f"  {feature}: {failing}/{len(row)} targets fail", markup=False)
 
-    matrix = build_matrix(options, features, args.seeds, progress)
+    matrix = build_matrix(options, features, args.seeds, progress, base)
     sys.stdout.write(matrix_markdown(matrix))
     sys.stdout.write(f"\n{len(matrix.cells)} features x {len(matrix.targets)} targets, "
-                     f"{args.seeds} seeds each, {matrix.seconds:.0f}s\n")
+                     f"{args.seeds} seeds each, {matrix.seconds:.0f}s"
+                     + (f" (the rows inside {focus.label})" if focus else "") + "\n")
     if args.json is not None:
         args.json.write_text(matrix.to_json())
     if old is not None:
