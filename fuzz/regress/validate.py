@@ -126,6 +126,9 @@ class ValidateReport:
     inside: int = 0  # of them inside the focus (replayed)
     notes: list[str] = field(default_factory=list)  # a step left out, and why
     phases: dict[str, float] = field(default_factory=dict)
+    # bucket -> culprit or first error line (stored cases, found cases, the
+    # matrices): a bucket id alone does not tell a reviewer what failed.
+    errors: dict[str, str] = field(default_factory=dict)
 
     def rows(self) -> list[BumpRow]:
         """Every compared thing as a bump row: matrix cells, then stored
@@ -159,7 +162,7 @@ class ValidateReport:
                            "rows": bump.get("rows", [])},
                 "campaign": bump.get("fuzz", {}),
                 "counts": {c.value: self.count(c) for c in Change},
-                "notes": self.notes, "junk": bump.get("junk", []),
+                "notes": self.notes, "junk": bump.get("junk", []), "errors": self.errors,
                 "phases": {k: round(v, 2) for k, v in self.phases.items()}}
 
 
@@ -206,6 +209,7 @@ def _focused_corpus(options: ValidateOptions, report: ValidateReport) -> tuple[P
     focus, or the corpus itself without one) and every stored bucket."""
     entries, _ = corpus.load(options.corpus_dir)
     report.stored = len(entries)
+    report.errors.update(_errors(entries))
     every = {entry.bucket for entry in entries}
     if options.focus is None:
         report.inside = len(entries)
@@ -219,6 +223,11 @@ def _focused_corpus(options: ValidateOptions, report: ValidateReport) -> tuple[P
             shutil.copytree(entry.path, folder / entry.bucket)
             report.inside += 1
     return folder, every
+
+
+def _errors(entries: list[corpus.CorpusEntry]) -> dict[str, str]:
+    return {e.bucket: (e.culprit or e.error).strip().splitlines()[0][:160]
+            for e in entries if (e.culprit or e.error).strip()}
 
 
 def _known_elsewhere(report: BumpReport, every: set[str]) -> None:
@@ -317,6 +326,7 @@ def run_validate(options: ValidateOptions, say: Callable[[str], None] = lambda l
     except BumpError as exc:
         raise ValidateError(words(str(exc))) from None
     _known_elsewhere(bumped, every)
+    report.errors.update(_errors(corpus.load(options.out_dir / "found")[0]))
     report.bump, report.sides = bumped, list(bumped.sides)
     report.phases.update({words(k): v for k, v in bumped.phases.items()})
 
@@ -334,6 +344,9 @@ def run_validate(options: ValidateOptions, say: Callable[[str], None] = lambda l
                 f"{len(matrices[-1].targets)} targets "
                 f"({report.phases[f'matrix {SIDE_NAMES[side.label]}']:.0f}s)")
         report.cells = compare_cells(matrices[0], matrices[1])
+        for matrix in matrices:
+            report.errors.update({b: line for b, line in matrix.buckets.items()
+                                  if b not in report.errors})
         report.matrix_rows = rows
         report.matrix_targets = list(dict.fromkeys([*matrices[0].targets, *matrices[1].targets]))
         for i, (side, matrix) in enumerate(zip(report.sides, matrices)):

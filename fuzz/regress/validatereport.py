@@ -121,21 +121,30 @@ def validate_markdown(report: ValidateReport, strict: bool = False) -> str:
             continue
         table = ["| step | what | target | --against | --toolchain | note |",
                  "|---|---|---|---|---|---|"]
-        table += [f"| {_step(r)} | {_what(r)} | {r.target} | {_cell(r.before)} | "
-                  f"{_cell(r.after)} | {_escape(r.note)} |" for r in group]
+        table += [f"| {_step(r)} | {_what(r, report.errors)} | {r.target} | "
+                  f"{_cell(r.before)} | {_cell(r.after)} | {_escape(r.note)} |" for r in group]
         if changes == (Change.STILL_FAILING, Change.PASSING):
             lines += [f"<details><summary>{heading}: {len(group)}</summary>", "", *table, "",
                       "</details>", ""]
         else:
             lines += [f"### {heading}: {len(group)}", "", *table, ""]
+    shown = [b for r in rows if r.change not in (Change.STILL_FAILING, Change.PASSING)
+             and _step(r) == "matrix" for b in (*r.before, *r.after)]
+    legend = [b for b in dict.fromkeys(shown) if b in report.errors]
+    if legend:
+        lines += ["Matrix buckets:", ""] + [f"- `{b}`: {_escape(report.errors[b])}"
+                                            for b in legend] + [""]
     junk = report.bump.junk if report.bump else []
     if junk:
         lines += ["### Unreadable corpus entries", ""] + [f"- {_escape(j)}" for j in junk]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _what(row: BumpRow) -> str:
-    return row.bucket if _step(row) == "matrix" else f"`{row.bucket}` ({row.owner})"
+def _what(row: BumpRow, errors: dict[str, str]) -> str:
+    if _step(row) == "matrix":
+        return row.bucket
+    error = errors.get(row.bucket, "")
+    return f"`{row.bucket}` ({row.owner})" + (f": {_escape(error[:120])}" if error else "")
 
 
 def _plural(n: int, word: str) -> str:
