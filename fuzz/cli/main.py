@@ -429,7 +429,8 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
         inside = f"; {len(results)} of {len(corpus.load(args.path)[0])} stored cases inside " \
                  f"{focus.label}"
     lines.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
-                              "no cases") + f"; {sum(r.seconds for r in results):.1f}s{inside}",
+                              ("empty corpus" if focus is None else "no cases")) +
+                f"; {sum(r.seconds for r in results):.1f}s{inside}",
                 markup=False, soft_wrap=True)
     if args.format == "json":
         print(json.dumps({"toolchain": recorded_versions(), "results": [r.to_dict() for r in results],
