@@ -461,3 +461,32 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
     assert campaign.report.actionable() == ([found.bucket], {})
     campaign._after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
     assert campaign.unshrunk == [found.bucket]
+
+
+@pytest.mark.parametrize("room_s, shrunk", [(0.5, False), (120.0, True)])
+def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_record(
+        tmp_path: Path, room_s: float, shrunk: bool) -> None:
+    """An op-level bucket whose one-op report comes in during the finish phase
+    and does not reproduce as one op goes to shrinking then: shrunk when the
+    finish has room, else labelled "budget spent", never left without a row."""
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
+                                        workers=1, replay=False))
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
+        campaign._to_report.clear()
+        campaign._reports = {-1: found.bucket}  # its one-op report, in flight
+
+        def report_comes_in(timeout: float) -> None:
+            campaign._reports.clear()
+            campaign._needs_report.discard(found.bucket)
+            campaign._after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
+
+        campaign._take_answers = report_comes_in  # type: ignore[method-assign]
+        campaign._finish(until=time.monotonic() + room_s)
+    (record,) = campaign.report.shrinks
+    assert campaign.unshrunk == []
+    if shrunk:
+        assert record.record["stopped"] == "fixpoint", record.record
+    else:
+        assert record.record == {"skipped": "budget spent"}

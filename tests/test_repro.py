@@ -25,8 +25,8 @@ import pytest
 
 from fuzz.model.config import DLRMConfig
 from fuzz.store.corpus import CorpusEntry
-from fuzz.reports.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_parts, repro_target, run_repro,
-                        write_repro)
+from fuzz.reports.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_parts, has_single_op_form,
+                                repro_target, run_repro, write_repro)
 from fuzz.model.sample import Batch, Sample
 from oracles.results import Stage
 from oracles.verdict import Verdict
@@ -438,6 +438,12 @@ def test_a_refbackend_only_wrong_answer_gets_a_refbackend_repro_that_exits_1(
 def export_error_entry(config: DLRMConfig, target: str) -> CorpusEntry:
     """The bucket the fuzzer files for ``config``'s export failure on
     ``target``: keyed from the real failure, as triage keys it."""
+    return failing_entry(config, target, Stage.EXPORT)
+
+
+def failing_entry(config: DLRMConfig, target: str, stage: Stage) -> CorpusEntry:
+    """The bucket the fuzzer files for ``config`` failing at ``stage`` (export
+    or lowering) on ``target``: keyed from the real failure, as triage keys it."""
     from fuzz.targets.pipeline import StageFailure, Timer
     from fuzz.targets.catalog import TARGETS, CompiledTarget
     from oracles.classify import classify
@@ -447,10 +453,11 @@ def export_error_entry(config: DLRMConfig, target: str) -> CorpusEntry:
     assert isinstance(compiled, CompiledTarget)
     with pytest.raises(StageFailure) as failed:
         compiled.lowered(config, sample.seed, sample.batches[0].flat(), Timer(), None)
+    assert failed.value.stage is stage, failed.value.message
     verdict, line, op = classify(failed.value.failure)
-    assert verdict is Verdict.EXPORT_ERROR, line
-    return make_entry(sample, error_key(verdict, "torch.export", op, line), target, (target,),
-                      stage=Stage.EXPORT, op=op)
+    owner = "torch.export" if stage is Stage.EXPORT else f"torch-mlir:{compiled.output_type}"
+    return make_entry(sample, error_key(verdict, owner, op, line), target, (target,),
+                      stage=stage, op=op)
 
 
 # What upstream would add for the 4-bit bag: a fake (meta) kernel, so that
@@ -498,3 +505,40 @@ def test_a_quantized_mlp_export_error_repro_rebuilds_the_packed_weights(no_fuzz_
     assert repro.kind == "export", repro
     assert "torch.ops.quantized.linear_prepack(" in (tmp_path / "repro.py").read_text()
     assert_reproduces(repro, tmp_path, entry.signature, no_fuzz_python)
+
+
+@pytest.mark.pipeline
+def test_a_lowering_failure_naming_an_op_gets_that_op_alone_as_its_repro(
+        no_fuzz_python: str, tmp_path: Path) -> None:
+    """Mean pooling: torch-mlir 20261001 cannot lower a mean-mode bag to
+    linalg. The repro is that one ``embedding_bag`` through torch.export and
+    torch-mlir (no IREE), exit 1 with the stored key; the same script with
+    the bag's mode switched to sum (the lowering that exists) exits 0."""
+    import subprocess
+
+    entry = failing_entry(one_table(pooling="mean"), "refbackend", Stage.IMPORT)
+    assert entry.verdict is Verdict.LOWERING_UNSUPPORTED_OP and entry.op == "torch.aten.embedding_bag.padding_idx"
+    assert has_single_op_form(entry)
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "lowering", repro
+    script = (tmp_path / "repro.py").read_text()
+    call = re.search(r"torch\.ops\.aten\.embedding_bag\.padding_idx\(a0, a1, a2, False, 1, ", script)
+    assert call is not None, script  # mode 1: mean
+    assert imported_modules(tmp_path / "repro.py") <= {"os", "sys", "tempfile", "numpy", "torch", "torch_mlir"}
+    assert_reproduces(repro, tmp_path, entry.signature, no_fuzz_python)
+    (tmp_path / "repro.py").write_text(script.replace(call.group(0), call.group(0).replace(", 1, ", ", 0, ")))
+    fixed = subprocess.run([no_fuzz_python, "-I", "repro.py"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "lowering passed: fixed" in fixed.stdout and "signature:" not in fixed.stdout
+
+
+def test_only_lowering_failures_naming_a_torch_op_have_a_one_op_form() -> None:
+    sample = tiny_sample(one_table())
+    named = make_entry(sample, "LOWERING_UNSUPPORTED_OP|torch-mlir:tosa|torch.aten.gather|error: x", "iree-tosa",
+                       ("iree-tosa",), stage=Stage.IMPORT, op="torch.aten.gather")
+    assert has_single_op_form(named)
+    assert not has_single_op_form(int32_entry(sample))  # arith.select: no torch op to cut out
+    unnamed = make_entry(sample, "LOWERING_UNSUPPORTED_OP|torch-mlir:torch|error: x", "iree-torch",
+                         ("iree-torch",), stage=Stage.IMPORT, op="torch.operator")
+    assert not has_single_op_form(unnamed)

@@ -1084,6 +1084,10 @@ class Campaign:
         self._queue_reports()
         while self._reports and time.monotonic() < until:
             self._take_answers(timeout=max(0.0, until - time.monotonic()))
+            if self.unshrunk:  # a one-op report that did not reproduce: shrink it now
+                self._bug_work(until, share=None)
+        # Buckets sent to shrinking by a report that came in too late for it.
+        self._report_unshrunk("budget spent")
         for bucket in self._reports.values():
             self.report.repro_status[bucket] = "not written: the campaign ended first"
 

@@ -154,14 +154,26 @@ def _status(entry: CorpusEntry, code: int, output: str) -> str:
 # -- writing ------------------------------------------------------------------
 
 # Repro forms that hold one op: a bucket reproducing in one is minimal.
-SINGLE_OP_FORMS = ("single-op", "export")
+SINGLE_OP_FORMS = ("single-op", "export", "lowering")
+
+# torch-mlir lowering failures: the error names the torch op it could not lower.
+_LOWERING_VERDICTS = (Verdict.LOWERING_UNSUPPORTED_OP, Verdict.LOWERING_INVALID_IR,
+                      Verdict.LOWERING_ERROR)
 
 
 def has_single_op_form(entry: CorpusEntry) -> bool:
     """Whether ``write_repro`` tries a one-op form first: an export failure
-    (the op whose own torch.export fails) or a wrong answer localized to an op."""
-    return entry.verdict is Verdict.EXPORT_ERROR or \
+    (the op whose own torch.export fails), a lowering failure naming the
+    torch op torch-mlir could not lower, or a wrong answer localized to an op."""
+    return entry.verdict is Verdict.EXPORT_ERROR or _lowers_one_op(entry) or \
         (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
+
+
+def _lowers_one_op(entry: CorpusEntry) -> bool:
+    """A lowering failure blamed on a named torch op (``torch.aten.gather``,
+    ``torch.quantized.*``): that op alone may fail the same way."""
+    return entry.verdict in _LOWERING_VERDICTS and (entry.op or "").startswith("torch.") \
+        and entry.op != "torch.operator"
 
 
 def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
@@ -181,12 +193,16 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         if export is not None:
             return export
         tried = " (no single op of the model fails torch.export the same way)"
-    if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry):
-        single = _attempt(folder, entry, target, "single-op", check, timeout_s)
+    one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
+        else "lowering" if _lowers_one_op(entry) else None
+    if one_op is not None:
+        single = _attempt(folder, entry, target, one_op, check, timeout_s)
         if single is not None and (not check or single.status == "reproduces"):
             return single
         _remove(folder, "arg*.npy")
-        tried = f" (single-op form: {single.status if single else 'op not found in the graph'})"
+        _remove(folder, "const*.npy")
+        alone = single.status if single else f"no {entry.culprit or entry.op} alone fails so"
+        tried = f" ({one_op} form: {alone})"
     model = _attempt(folder, entry, target, "model", check, timeout_s)
     assert model is not None
     if tried and model.status != "reproduces":
@@ -198,7 +214,7 @@ def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str
              timeout_s: float) -> Repro | None:
     try:
         files = {"single-op": _single_op_files, "export": _export_error_files,
-                 "model": _model_files}[kind](entry, target)
+                 "lowering": _lowering_error_files, "model": _model_files}[kind](entry, target)
     except _ToolchainFailed as failed:
         return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
     if files is None:
@@ -284,7 +300,7 @@ def _single_op_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, st
     if found is None:
         return None
     node, index = found
-    op = _op_module(node, index, *_captured(exported, entry, target, node))
+    op = _op_module(node, index, *_captured(exported, entry, target, [node])[0][1])
     assert op is not None  # an exported graph holds no TorchScript objects
     return {**op.files, "repro.py": _single_op_script(entry, target, op)}
 
@@ -400,9 +416,9 @@ def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
 
 
 def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
-              node: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The real arguments ``node`` received in an eager run of batch 0 (after
-    the seed's weights, where they are program inputs)."""
+              nodes: Sequence[Any]) -> list[tuple[Any, tuple[tuple[Any, ...], dict[str, Any]]]]:
+    """The real arguments each of ``nodes`` received in an eager run of batch
+    0 (after the seed's weights, where they are program inputs)."""
     import torch
 
     from fuzz.targets.pipeline import Timer
@@ -413,7 +429,7 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
             for a in [*lead, *entry.sample.batches[0].flat()]]
     inputs = [state[s.arg.name] if s.kind.name != "USER_INPUT" else flat.pop(0)
               for s in exported.graph_signature.input_specs]
-    return _recorded(exported.graph_module, inputs, [node])[0][1]
+    return _recorded(exported.graph_module, inputs, nodes)
 
 
 def _recorded(graph_module: Any, inputs: Sequence[Any],
@@ -713,22 +729,14 @@ def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) ->
     import torch
 
     from fuzz.targets.pipeline import StageFailure, export
-    from oracles.classify import classify
-    from oracles.signature import error_key
 
-    space: dict[str, Any] = {"torch": torch, "np": np, "CONSTS": op.consts}
-    exec("\n".join(op.class_lines), space)  # noqa: S102  (our own generated code)
-    inputs = tuple(torch.from_numpy(a) for a in op.operands)
-    spec = [{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in op.operands] if dynamic else None
-    try:
-        module = space["Op"]()
-    except Exception:  # the packed weights did not rebuild: this op cannot be the repro
+    module = _op_instance(op)
+    if module is None:
         return False
     try:
-        export(module, inputs, spec)
+        export(module, tuple(torch.from_numpy(a) for a in op.operands), _op_shapes(op, dynamic))
     except StageFailure as failed:
-        verdict, line, blamed = classify(failed.failure)
-        return error_key(verdict, entry.owner, blamed, line) == entry.signature
+        return _stored_key(entry, failed.failure)
     return False
 
 
@@ -753,6 +761,111 @@ def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModu
         "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
         f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
         "print('export passed: fixed')",
+        "sys.exit(0)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- lowering-error form --------------------------------------------------------
+
+def _lowering_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
+    """For a torch-mlir lowering failure naming a torch op: the first node of
+    that op in the program the target exported (with the arguments it really
+    got on batch 0) whose own module, exported as the target exports (static, or every
+    dimension dynamic) and lowered to the target's output type, fails with
+    the stored bucket key; None when none does (an op that fails only in
+    the context of the model: the model form shows it)."""
+    exported = _export(entry, target)
+    named = [n for n in exported.graph_module.graph.nodes
+             if n.op == "call_function" and _torch_op_name(n.target) == entry.op]
+    for node, (args, kwargs) in _captured(exported, entry, target, named[:_MAX_LOWERING_CANDIDATES]):
+        op = _op_module(node, None, args, kwargs)
+        if op is not None and _lowering_fails_as_stored(entry, op, target):
+            return {**op.files, "repro.py": _lowering_error_script(entry, target, op)}
+    return None
+
+
+# Nodes of the named op tried per lowering bucket (~0.1-0.3 s each: export + lowering).
+_MAX_LOWERING_CANDIDATES = 12
+
+
+def _torch_op_name(op: Any) -> str:
+    """An ATen overload as torch-mlir's dialect names it: ``aten.gather.default``
+    is ``torch.aten.gather``, ``aten.to.dtype`` is ``torch.aten.to.dtype``."""
+    return "torch." + str(op).removesuffix(".default")
+
+
+def _op_instance(op: _OpModule) -> Any:
+    """``op``'s module built from the very lines the script holds; None when
+    its packed weights do not rebuild (then it cannot be the repro)."""
+    import torch
+
+    space: dict[str, Any] = {"torch": torch, "np": np, "CONSTS": op.consts}
+    exec("\n".join(op.class_lines), space)  # noqa: S102  (our own generated code)
+    try:
+        return space["Op"]()
+    except Exception:
+        return None
+
+
+def _op_shapes(op: _OpModule, dynamic: bool) -> Any:
+    """The single op's dynamic-shape spec: every dimension, as a dynamic target exports."""
+    import torch
+
+    return [{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in op.operands] if dynamic else None
+
+
+def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
+    """Whether a stage failure keys to the entry's bucket, as bucketing keys it."""
+    from oracles.classify import classify
+    from oracles.signature import error_key
+
+    verdict, line, blamed = classify(failure)
+    return error_key(verdict, entry.owner, blamed, line) == entry.signature
+
+
+def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: CompiledTarget) -> bool:
+    """Whether ``op``'s module exports and then fails torch-mlir's lowering to
+    the target's output type with the entry's bucket key."""
+    import torch
+
+    from fuzz.targets.pipeline import StageFailure, export, lower
+
+    module = _op_instance(op)
+    if module is None:
+        return False
+    try:
+        exported = export(module, tuple(torch.from_numpy(a) for a in op.operands),
+                          _op_shapes(op, target.dynamic))
+        lower(exported, target.output_type)
+    except StageFailure as failed:
+        return failed.stage is Stage.IMPORT and _stored_key(entry, failed.failure)
+    return False
+
+
+def _lowering_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
+    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
+        if target.dynamic else ""
+    lines = [
+        f'"""Repro: torch-mlir lowers {op.op} alone to {target.output_type} and fails as the '
+        f'DLRM did ({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
+        f"{entry.signature}",
+        'Exit 1: bug present (prints the signature); 0: fixed (lowering passes); 2: cannot run."""',
+        *_IMPORTS_RUNTIME[:-2],  # torch, numpy and torch-mlir's FX importer only
+        "import tempfile",
+        f"SIGNATURE = {entry.signature!r}",
+        f"STAGE, FAULT = {Stage.IMPORT.value!r}, {fault_parts(entry)!r}",
+        *op.data_lines,
+        "",
+        *op.class_lines,
+        "",
+        *_ATTEMPT,
+        "",
+        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
+        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
+        f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
+        "func_name='main')))",
+        "print('lowering passed: fixed')",
         "sys.exit(0)",
     ]
     return "\n".join(lines) + "\n"
