@@ -198,11 +198,11 @@ def test_an_exception_a_repro_did_not_expect_exits_2_not_1(
     """Exit 1 means "bug present" only: a script that dies of an error it did
     not expect (here the data it loads is gone) cannot run, exit 2, in every
     form, the crash/hang supervisor's parent included."""
-    import fuzz.reports.repro
+    import fuzz.reports.repro.graph
 
     sample = tiny_sample(one_table(weighted_pooling="fixed"))
     if form == "single-op":
-        monkeypatch.setattr(fuzz.reports.repro, "INLINE_MAX_ELEMENTS", 0)  # every operand in an arg*.npy
+        monkeypatch.setattr(fuzz.reports.repro.graph, "INLINE_MAX_ELEMENTS", 0)  # every operand in an arg*.npy
         entry, gone = weighted_entry(sample), "arg0.npy"
     elif form == "model":
         entry, gone = make_entry(sample, WEIGHTED.replace("op:", "features:"), "iree-cpu",
@@ -396,7 +396,7 @@ def test_a_low_precision_single_op_repro_judges_in_its_own_dtypes(
     the dtypes the op names in float64 (the twin died "Tensor dtype mismatch!"
     before), and bfloat16 operands, which numpy cannot hold, enter as float32
     and are cast inside. IREE computes both right: a verdict, exit 0."""
-    from fuzz.reports.repro import _attempt
+    from fuzz.reports.repro.write import _attempt
     from fuzz.targets.catalog import TARGETS, IreeTarget
 
     sample = tiny_sample(one_table(dtype=dtype, sigmoid_top=0))

@@ -1,0 +1,88 @@
+"""The export form of an EXPORT_ERROR: the one op of the model whose own
+``torch.export`` (static, or every dimension dynamic, as the target
+exported) fails with the stored bucket key; torch and numpy only."""
+
+from __future__ import annotations
+
+import operator
+
+from fuzz.reports.repro.core import fault_parts
+from fuzz.reports.repro.graph import (
+    _op_instance,
+    _op_module,
+    _op_shapes,
+    _OpModule,
+    _recorded,
+    _stored_key,
+    _traced,
+)
+from fuzz.reports.repro.script import _ATTEMPT, _IMPORTS_RUNTIME
+from fuzz.store.corpus import CorpusEntry
+from fuzz.targets.catalog import CompiledTarget
+from oracles.results import Stage
+
+
+def _export_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
+    """For an EXPORT_ERROR: the first op of the model whose own torch.export,
+    made as the target made the model's (static, or every dimension
+    dynamic), fails with the stored bucket key (``oracles.classify`` and
+    ``oracles.signature``, as bucketing keys it); None when no op does. The
+    model is traced to ATen ops by ``make_fx``, which needs no export, on
+    batch 0; ops outside ATen (quantized kernels) and ops taking packed
+    weights are tried first: that is where export breaks."""
+    graph, inputs = _traced(entry, target)
+    candidates = [n for n in graph.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    candidates.sort(key=lambda n: not str(n.target).startswith("quantized.")
+                    and not any(a.op == "get_attr" for a in n.all_input_nodes))
+    for node, (args, kwargs) in _recorded(graph, inputs, candidates[:_MAX_EXPORT_CANDIDATES]):
+        op = _op_module(node, None, args, kwargs)
+        if op is not None and _export_fails_as_stored(entry, op, target.dynamic):
+            return {**op.files, "repro.py": _export_error_script(entry, target, op)}
+    return None
+
+
+# Single-op exports tried per EXPORT_ERROR bucket (~0.05 s each).
+_MAX_EXPORT_CANDIDATES = 60
+
+
+def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) -> bool:
+    """Whether torch.export of ``op``'s module (built from the very lines the
+    script holds) fails with the entry's bucket key."""
+    import torch
+
+    from fuzz.targets.pipeline import StageFailure, export
+
+    module = _op_instance(op)
+    if module is None:
+        return False
+    try:
+        export(module, tuple(torch.from_numpy(a) for a in op.operands), _op_shapes(op, dynamic))
+    except StageFailure as failed:
+        return _stored_key(entry, failed.failure)
+    return False
+
+
+def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
+    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
+        if target.dynamic else ""
+    lines = [
+        f'"""Repro: torch.export of {op.op} alone fails as the DLRM\'s export did '
+        f'({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
+        f"{entry.signature}",
+        'Exit 1: bug present (prints the signature); 0: fixed (export passes); 2: cannot run."""',
+        *_IMPORTS_RUNTIME[:-3],  # torch and numpy only
+        "import tempfile",
+        f"SIGNATURE = {entry.signature!r}",
+        f"STAGE, FAULT = {Stage.EXPORT.value!r}, {fault_parts(entry)!r}",
+        *op.data_lines,
+        "",
+        *op.class_lines,
+        "",
+        *_ATTEMPT,
+        "",
+        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
+        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
+        "print('export passed: fixed')",
+        "sys.exit(0)",
+    ]
+    return "\n".join(lines) + "\n"

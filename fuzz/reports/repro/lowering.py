@@ -1,0 +1,97 @@
+"""The lowering form of a torch-mlir lowering failure that names a torch op:
+that op alone, exported as the target exports and lowered to its output
+type, failing with the stored bucket key; torch, numpy and torch-mlir only,
+no IREE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuzz.reports.repro.core import fault_parts
+from fuzz.reports.repro.graph import (
+    _captured,
+    _export,
+    _op_instance,
+    _op_module,
+    _op_shapes,
+    _OpModule,
+    _stored_key,
+)
+from fuzz.reports.repro.script import _ATTEMPT, _IMPORTS_RUNTIME
+from fuzz.store.corpus import CorpusEntry
+from fuzz.targets.catalog import CompiledTarget
+from oracles.results import Stage
+
+
+def _lowering_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
+    """For a torch-mlir lowering failure naming a torch op: the first node of
+    that op in the program the target exported (with the arguments it really
+    got on batch 0) whose own module, exported as the target exports (static, or every
+    dimension dynamic) and lowered to the target's output type, fails with
+    the stored bucket key; None when none does (an op that fails only in
+    the context of the model: the model form shows it)."""
+    exported = _export(entry, target)
+    named = [n for n in exported.graph_module.graph.nodes
+             if n.op == "call_function" and _torch_op_name(n.target) == entry.op]
+    for node, (args, kwargs) in _captured(exported, entry, target, named[:_MAX_LOWERING_CANDIDATES]):
+        op = _op_module(node, None, args, kwargs)
+        if op is not None and _lowering_fails_as_stored(entry, op, target):
+            return {**op.files, "repro.py": _lowering_error_script(entry, target, op)}
+    return None
+
+
+# Nodes of the named op tried per lowering bucket (~0.1-0.3 s each: export + lowering).
+_MAX_LOWERING_CANDIDATES = 12
+
+
+def _torch_op_name(op: Any) -> str:
+    """An ATen overload as torch-mlir's dialect names it: ``aten.gather.default``
+    is ``torch.aten.gather``, ``aten.to.dtype`` is ``torch.aten.to.dtype``."""
+    return "torch." + str(op).removesuffix(".default")
+
+
+def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: CompiledTarget) -> bool:
+    """Whether ``op``'s module exports and then fails torch-mlir's lowering to
+    the target's output type with the entry's bucket key."""
+    import torch
+
+    from fuzz.targets.pipeline import StageFailure, export, lower
+
+    module = _op_instance(op)
+    if module is None:
+        return False
+    try:
+        exported = export(module, tuple(torch.from_numpy(a) for a in op.operands),
+                          _op_shapes(op, target.dynamic))
+        lower(exported, target.output_type)
+    except StageFailure as failed:
+        return failed.stage is Stage.IMPORT and _stored_key(entry, failed.failure)
+    return False
+
+
+def _lowering_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
+    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
+        if target.dynamic else ""
+    lines = [
+        f'"""Repro: torch-mlir lowers {op.op} alone to {target.output_type} and fails as the '
+        f'DLRM did ({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
+        f"{entry.signature}",
+        'Exit 1: bug present (prints the signature); 0: fixed (lowering passes); 2: cannot run."""',
+        *_IMPORTS_RUNTIME[:-2],  # torch, numpy and torch-mlir's FX importer only
+        "import tempfile",
+        f"SIGNATURE = {entry.signature!r}",
+        f"STAGE, FAULT = {Stage.IMPORT.value!r}, {fault_parts(entry)!r}",
+        *op.data_lines,
+        "",
+        *op.class_lines,
+        "",
+        *_ATTEMPT,
+        "",
+        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
+        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
+        f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
+        "func_name='main')))",
+        "print('lowering passed: fixed')",
+        "sys.exit(0)",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,107 @@
+"""Choosing and writing a form: the one-op form first where the verdict has
+one (export error, lowering failure naming a torch op, wrong answer
+localized to an op), kept only when it reproduces, else the model form;
+each written atomically and, with ``check``, run to record its status."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from fuzz.reports.repro.core import (
+    Repro,
+    _remove,
+    _status,
+    _ToolchainFailed,
+    _write_atomic,
+    repro_target,
+    run_repro,
+)
+from fuzz.reports.repro.export_error import _export_error_files
+from fuzz.reports.repro.lowering import _lowering_error_files
+from fuzz.reports.repro.model import _model_files
+from fuzz.reports.repro.script import RUNTIME_FILE, _refbackend_runtime
+from fuzz.reports.repro.single_op import _single_op_files
+from fuzz.store.corpus import CorpusEntry
+from fuzz.targets.catalog import CompiledTarget, Target
+from oracles.verdict import Verdict
+
+__all__ = ["SINGLE_OP_FORMS", "has_single_op_form", "write_repro"]
+
+
+# Repro forms that hold one op: a bucket reproducing in one is minimal.
+SINGLE_OP_FORMS = ("single-op", "export", "lowering")
+
+
+# torch-mlir lowering failures: the error names the torch op it could not lower.
+_LOWERING_VERDICTS = (Verdict.LOWERING_UNSUPPORTED_OP, Verdict.LOWERING_INVALID_IR,
+                      Verdict.LOWERING_ERROR)
+
+
+def has_single_op_form(entry: CorpusEntry) -> bool:
+    """Whether ``write_repro`` tries a one-op form first: an export failure
+    (the op whose own torch.export fails), a lowering failure naming the
+    torch op torch-mlir could not lower, or a wrong answer localized to an op."""
+    return entry.verdict is Verdict.EXPORT_ERROR or _lowers_one_op(entry) or \
+        (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
+
+
+def _lowers_one_op(entry: CorpusEntry) -> bool:
+    """A lowering failure blamed on a named torch op (``torch.aten.gather``,
+    ``torch.quantized.*``): that op alone may fail the same way."""
+    return entry.verdict in _LOWERING_VERDICTS and (entry.op or "").startswith("torch.") \
+        and entry.op != "torch.operator"
+
+
+def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
+                check: bool = True, timeout_s: float = 600) -> Repro:
+    """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
+    the single-op form when the culprit op is known and it reproduces, else
+    the model form, whose status says whether it reproduces."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"folder={str(folder)!r}: not a folder; pass the entry's corpus folder")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s={timeout_s}: must be > 0")
+    target = repro_target(entry, table)
+    tried = ""
+    if entry.verdict is Verdict.EXPORT_ERROR:
+        export = _attempt(folder, entry, target, "export", check, timeout_s)
+        if export is not None:
+            return export
+        tried = " (no single op of the model fails torch.export the same way)"
+    one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
+        else "lowering" if _lowers_one_op(entry) else None
+    if one_op is not None:
+        single = _attempt(folder, entry, target, one_op, check, timeout_s)
+        if single is not None and (not check or single.status == "reproduces"):
+            return single
+        _remove(folder, "arg*.npy")
+        _remove(folder, "const*.npy")
+        alone = single.status if single else f"no {entry.culprit or entry.op} alone fails so"
+        tried = f" ({one_op} form: {alone})"
+    model = _attempt(folder, entry, target, "model", check, timeout_s)
+    assert model is not None
+    if tried and model.status != "reproduces":
+        return dataclasses.replace(model, status=model.status + tried)
+    return model
+
+
+def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str, check: bool,
+             timeout_s: float) -> Repro | None:
+    try:
+        files = {"single-op": _single_op_files, "export": _export_error_files,
+                 "lowering": _lowering_error_files, "model": _model_files}[kind](entry, target)
+    except _ToolchainFailed as failed:
+        return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
+    if files is None:
+        return None
+    if RUNTIME_FILE in str(files["repro.py"]):
+        files[RUNTIME_FILE] = _refbackend_runtime()
+    for name, data in files.items():
+        _write_atomic(folder / name, data)
+    lines = len(str(files["repro.py"]).splitlines())
+    if not check:
+        return Repro(kind, target.name, lines, "not checked", None, "")
+    code, output = run_repro(folder, timeout_s)
+    return Repro(kind, target.name, lines, _status(entry, code, output), code, output)
