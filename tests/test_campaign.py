@@ -184,13 +184,13 @@ def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
 def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A HarnessError escaping a phase stops the campaign but returns its
     report (the CLI prints the summary and exits 3), naming the phase."""
-    from fuzz.engine.campaign import Campaign
+    from fuzz.engine.bugwork import BugWork
     from fuzz.workers.pool import HarnessError
 
     def broken(self, until: float) -> None:  # type: ignore[no-untyped-def]
         raise HarnessError("bug in dlrm-fuzz while running report:x:\nTraceback\nIndexError: boom")
 
-    monkeypatch.setattr(Campaign, "_finish", broken)
+    monkeypatch.setattr(BugWork, "finish", broken)
     report = run_campaign(CampaignOptions(budget_s=600, seed=1, corpus_dir=tmp_path / "c",
                                           targets=("fake-raise",), workers=2, max_samples=1,
                                           shrink=False, replay=False))

@@ -169,7 +169,7 @@ def test_eager_float32_failing_alone_is_pytorchs() -> None:
 
 
 def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
-    from fuzz.engine.campaign import _merged
+    from fuzz.engine.bugwork import _merged
 
     first = {"size_before": {"tables": 3}, "size_after": {"tables": 2}, "steps_tried": 10,
              "steps_accepted": 4, "seconds": 30.0, "stopped": "budget"}
@@ -192,7 +192,7 @@ def _file_samples(store: Path, samples: list[Sample], report: bool) -> Campaign:
         for sample in samples:
             campaign._run_sample(sample, campaign.targets, file=True)
         if report:
-            campaign._write_reports()
+            campaign.bugs.write_reports()
     return campaign
 
 
@@ -247,7 +247,7 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
         (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
     campaign.pool = InProcessPool()
     campaign.triage = Triage(campaign.pool, campaign.options.tolerance)  # type: ignore[arg-type]
-    record = campaign._shrink_one(found.bucket, budget_s=60)
+    record = campaign.bugs.shrink_one(found.bucket, budget_s=60)
     assert record.record["steps_rejected"] > 0
     assert "AssertionError: Guard failed" in record.record["rejections"][0]
     # An error bucket's step runs the target's job alone, and the references
@@ -364,15 +364,15 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
     campaign.pool = Pool()  # type: ignore[assignment]
     buckets = [f"compile_error-00000000000{i}" for i in range(4)]
-    campaign.unshrunk = list(buckets)
-    campaign._needs_report.update(buckets)
+    campaign.bugs.unshrunk = list(buckets)
+    campaign.bugs.needs_report.update(buckets)
     # Reports measured at 13 s each in this campaign: 4 x 13 s / 2 workers =
     # 26 s of the 20 s left before the end of the finish phase, so no shrink
     # turn starts, whatever generation's deadline.
-    campaign._report_costs = [12.0, 14.0]
-    campaign._finish_by = time.monotonic() + 20
-    campaign._bug_work(deadline=time.monotonic() + 5)
-    assert campaign.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
+    campaign.bugs.report_costs = [12.0, 14.0]
+    campaign.bugs.finish_by = time.monotonic() + 20
+    campaign.bugs.work(deadline=time.monotonic() + 5)
+    assert campaign.bugs.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
     assert {r.bucket: r.record for r in campaign.report.shrinks} == {
         b: {"skipped": "budget kept for the reports"} for b in buckets}
 
@@ -380,18 +380,18 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
 def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path) -> None:
     """Before any report job has answered the reserve uses the estimate;
     after, the mean of the report jobs this campaign has measured."""
-    from fuzz.engine.campaign import _REPORT_S
+    from fuzz.engine.bugwork import _REPORT_S
 
     class Pool:
         slots = 2
 
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
     campaign.pool = Pool()  # type: ignore[assignment]
-    campaign.unshrunk = ["a", "b"]
-    campaign._needs_report.update({"b", "c", "d"})
-    assert campaign._report_reserve_s() == pytest.approx(4 * _REPORT_S / 2)
-    campaign._report_costs = [4.0, 6.0]
-    assert campaign._report_reserve_s() == pytest.approx(4 * 5.0 / 2)
+    campaign.bugs.unshrunk = ["a", "b"]
+    campaign.bugs.needs_report.update({"b", "c", "d"})
+    assert campaign.bugs.reserve_s() == pytest.approx(4 * _REPORT_S / 2)
+    campaign.bugs.report_costs = [4.0, 6.0]
+    assert campaign.bugs.reserve_s() == pytest.approx(4 * 5.0 / 2)
 
 
 def test_jobs_not_started_when_the_budget_ends_are_dropped(tmp_path: Path) -> None:
@@ -443,24 +443,24 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
         campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
         (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
         assert found.culprit == "op:aten.relu.default" and found.new
-        assert campaign._op_first == {found.bucket} and campaign.unshrunk == []
-        campaign._after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
+        assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
+        campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
         # A smaller generated case replaces the stored one: its single op is checked again.
-        campaign._op_first.clear()
+        campaign.bugs.op_first.clear()
         (again,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
     assert again.bucket == found.bucket and not again.new
     assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink is None
-    assert campaign._op_first == {found.bucket} and campaign.unshrunk == []
-    assert campaign._to_report == [found.bucket]
+    assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
+    assert campaign.bugs.to_report == [found.bucket]
     campaign.report.repro_status[found.bucket] = "reproduces"
-    campaign._after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
-    assert campaign.unshrunk == []
+    campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
+    assert campaign.bugs.unshrunk == []
     (record,) = campaign.report.shrinks
     assert record.record["stopped"] == "single-op" and record.record["op"] == found.culprit
     assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink["stopped"] == "single-op"
     assert campaign.report.actionable() == ([found.bucket], {})
-    campaign._after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
-    assert campaign.unshrunk == [found.bucket]
+    campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
+    assert campaign.bugs.unshrunk == [found.bucket]
 
 
 @pytest.mark.parametrize("room_s, shrunk", [(0.5, False), (120.0, True)])
@@ -474,18 +474,18 @@ def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_re
     with campaign._pool() as pool:
         campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
         (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
-        campaign._to_report.clear()
-        campaign._reports = {-1: found.bucket}  # its one-op report, in flight
+        campaign.bugs.to_report.clear()
+        campaign.bugs.report_jobs = {-1: found.bucket}  # its one-op report, in flight
 
         def report_comes_in(timeout: float) -> None:
-            campaign._reports.clear()
-            campaign._needs_report.discard(found.bucket)
-            campaign._after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
+            campaign.bugs.report_jobs.clear()
+            campaign.bugs.needs_report.discard(found.bucket)
+            campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
 
         campaign._take_answers = report_comes_in  # type: ignore[method-assign]
-        campaign._finish(until=time.monotonic() + room_s)
+        campaign.bugs.finish(until=time.monotonic() + room_s)
     (record,) = campaign.report.shrinks
-    assert campaign.unshrunk == []
+    assert campaign.bugs.unshrunk == []
     if shrunk:
         assert record.record["stopped"] == "fixpoint", record.record
     else:

@@ -129,8 +129,8 @@ def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path
 
     campaign = Campaign(CampaignOptions(corpus_dir=root, targets=("fake-ok",)))
     campaign.pool = Pool()
-    campaign._needs_report.update(buckets)
-    campaign._write_reports()
+    campaign.bugs.needs_report.update(buckets)
+    campaign.bugs.write_reports()
     assert campaign.report.harness_errors == [
         "report of runtime_error-bbb: IndexError: pop from empty list"]
     assert campaign.report.repro_status["mismatch-aaa"] == "reproduces"

@@ -1,26 +1,24 @@
 """A fuzzing campaign as an engine with phases, in the order Hypothesis' own
 engine runs them: **replay** every stored case (still failing in its bucket,
 fixed, or moved to another bucket), **generate** new samples until the budget
-(less what shrinking needs) is spent, then **shrink** each new bucket's case to
-the smallest sample that still fails the same way on the same target.
+is spent, every sample to every target, then **finish** the bug work that is
+left, bounded. This module holds the phases and the samples in flight:
+dispatch, answers, triage and filing; the bug work beside generation
+(shrinking, reports, one op first) is ``fuzz.engine.bugwork``, and what a
+campaign is told and reports is ``fuzz.engine.records``.
 
 Hypothesis drives generation (seeded, so a campaign is reproducible from its
 ``--seed``); the budget ends that loop through an exception Hypothesis does
-not take for a failing example. Shrinking is dlrm-fuzz's own structured
-reducer (``fuzz.triage.shrink``): it must start from a stored case, for which
-Hypothesis holds no choice sequence. SIGINT / SIGTERM end any phase cleanly
-(``fuzz.engine.interrupt``): the report so far is returned, workers are reaped, and
-corpus writes are never cut in half.
+not take for a failing example. SIGINT / SIGTERM end any phase cleanly
+(``fuzz.engine.interrupt``): the report so far is returned, workers are
+reaped, and corpus writes are never cut in half.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
-from collections import Counter
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -29,211 +27,24 @@ from fuzz.store import corpus
 from fuzz.engine.coverage import Coverage
 from fuzz.store.corpus import CorpusEntry
 from fuzz.engine.interrupt import Interrupted, deferred, stop_signals
-from fuzz.model.focus import Focus
 from fuzz.model.sample import Sample
 from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
-from fuzz.triage.findings import CandidateRejected, Finding, Triage
+from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
-from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form
-from oracles import KEY_VERSION, ReferenceFailed, Tolerance, Verdict
+from fuzz.reports.repro import has_single_op_form
+from fuzz.engine.bugwork import BugWork
+from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
+from oracles import KEY_VERSION, ReferenceFailed, Verdict
 from strategies.draw import ROUND, each_sample
 
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
            "ShrinkRecord", "run_campaign", "dispatch_order", "leaders", "PHASES"]
 
 PHASES = ("replay", "generate", "finish")
-# Below this a shrink attempt cannot make progress (one real compile is ~1 s).
-_MIN_SHRINK_S = 5.0
-# Worker seconds of one report job (export, compile, run repro.py in a fresh
-# interpreter, tool files) until the campaign has measured its own: 5-7 s for
-# a shrunk case on 2 cores. The budget keeps room for the reports to write.
-_REPORT_S = 8.0
 # The finish phase waits at least this long for the reports in flight.
 _LAST_WAIT_S = 10.0
-# One bucket's turn at shrinking: short, so that one slow wrong answer does not
-# hold up a queue of lowering failures that shrink in seconds each.
-_SHRINK_TURN_S = 20.0
-# Cheapest to shrink first (the verdict part of a bucket id).
-_SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR",
-                 "LOWERING_ERROR", "COMPILE_ERROR", "RUNTIME_ERROR", "CRASH", "TIMEOUT",
-                 "MISMATCH")
-
-
-@dataclass(frozen=True)
-class CampaignOptions:
-    """Everything one campaign is told: budget, seed, corpus, targets, workers, limits."""
-    budget_s: float = 60.0
-    seed: int = 0
-    corpus_dir: Path = Path("corpus")
-    # None: every target available on this machine.
-    targets: tuple[str, ...] | None = None
-    table: dict[str, Target] | None = None  # built-ins plus plugins; None: built-ins
-    workers: int = 2
-    timeout_s: float = 120.0
-    memory_mb: int | None = 8192
-    max_samples: int | None = None
-    tolerance: Tolerance = Tolerance()
-    cache_dir: Path | None = None  # None: no artifact cache
-    cache_mb: int = 2048
-    replay: bool = True
-    shrink: bool = True
-    # Per new bucket and turn. Shrinking runs beside generation, inside the
-    # budget, taking at most ``shrink_share`` of the time generation has run.
-    shrink_budget_s: float = 60.0
-    shrink_share: float = 0.4
-    # After the budget: the longest the campaign waits for the bug reports
-    # still in flight (a bucket without one is counted unconfirmed).
-    finish_s: float = 60.0
-    # Write and check repro.py, tool files and REPORT.md for new / shrunk buckets.
-    report: bool = True
-    # Send a sample to fewer targets where they keep landing in known buckets,
-    # repairing around known failures (``dlrm-fuzz run --schedule``). Off by
-    # default: on bench/discovery.py (3 seeds x 10 min) it found fewer distinct
-    # and fewer wrong-answer buckets than every sample to every target.
-    schedule: bool = False
-    # Finish each sample before the next starts (the old engine; for benchmarks).
-    barrier: bool = False
-    # Every sample's weights inline, no extra weight draws: one compile per
-    # weight seed, as before weights could be inputs (for benchmarks).
-    inline_weights: bool = False
-    # One export and import per shape mode, shared by every output type; off:
-    # each output type exports and imports on its own (for benchmarks).
-    shared_import: bool = True
-    # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
-    ray: str | None = None
-    ray_gpu_workers: int = 0
-    # The region every generated sample and every shrink step stays inside
-    # (``--focus``, ``--config``, ``--preset``; fuzz/model/focus.py).
-    focus: Focus | None = None
-
-
-@dataclass(frozen=True)
-class ReplayRecord:
-    """A stored case re-run: ``status`` is still-failing, fixed, moved or skipped."""
-
-    bucket: str
-    target: str
-    status: str
-    now: tuple[str, ...] = ()  # the buckets it lands in today
-    seconds: float = 0.0
-    note: str = ""
-    timings: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> stage -> s
-    keys: tuple[str, ...] = ()  # the readable signature keys of ``now`` (same order)
-
-
-@dataclass(frozen=True)
-class ShrinkRecord:
-    """What shrinking one bucket's case did, and whether the stored case was replaced."""
-    bucket: str
-    target: str
-    record: dict[str, object]  # fuzz.triage.shrink.ShrinkResult.to_dict(), or why not shrunk
-    replaced: bool
-
-
-@dataclass
-class CampaignReport:
-    """What a campaign did and found: counts, findings, timings, for the summary and JSON."""
-    targets: list[str] = field(default_factory=list)
-    samples: int = 0
-    configs_compiled: int = 0
-    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
-    findings: list[Finding] = field(default_factory=list)
-    harness_errors: list[str] = field(default_factory=list)
-    # Samples whose eager references did not fit a worker's memory cap.
-    skipped: list[str] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    workers_replaced: int = 0
-    batches_checked: int = 0
-    replays: list[ReplayRecord] = field(default_factory=list)
-    shrinks: list[ShrinkRecord] = field(default_factory=list)
-    localizations: int = 0
-    ablations: int = 0
-    repro_status: dict[str, str] = field(default_factory=dict)  # bucket -> repro check
-    interrupted: int | None = None  # the signal that stopped the campaign
-    coverage: Coverage = field(default_factory=Coverage)
-    # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
-    allocation: list[tuple[str, int, int, int]] = field(default_factory=list)
-    confirm_runs: int = 0  # partially scheduled samples re-run on every target
-    confirm_reruns: int = 0  # new wrong answers run again before they were stored
-    unscheduled: int = 0  # samples the scheduler sent to no target (counted in ``samples``)
-    repaired: int = 0  # plan parts that ran a repaired variant (fuzz.triage.repair)
-    draws_checked: int = 0  # extra weight draws judged (no compile of their own)
-    draws_reseeded: int = 0  # failing draws re-run as samples of their own
-    first_found_s: dict[str, float] = field(default_factory=dict)  # bucket -> s since start
-    busy_s: float = 0.0  # seconds workers spent on jobs
-    # At the end of the budget: jobs dropped before they started, and the
-    # samples of which too little had run to be judged at all.
-    cut_jobs: int = 0
-    cut_samples: int = 0
-    witness_runs: int = 0  # jobs run only to blame a wrong answer (``_witness_runs``)
-    cut_unfiled: list[str] = field(default_factory=list)  # new wrong answers not filed
-    workers: int = 0
-    # Wall seconds of the generate phase spent shrinking (inside the budget).
-    shrink_s: float = 0.0
-
-    @property
-    def new_buckets(self) -> list[Finding]:
-        """Findings not in the corpus before this campaign: what a user must look at."""
-        return [f for f in self.findings if f.new]
-
-    def summary(self) -> dict[str, object]:
-        """The headline figures as JSON-ready values (``run --summary-json``,
-        read by ``dlrm-fuzz bump``)."""
-        return {"samples": self.samples, "targets": list(self.targets),
-                "configs_compiled": self.configs_compiled,
-                "batches_checked": self.batches_checked, "elapsed_s": round(self.elapsed_s, 2),
-                "failures": len(self.findings),
-                "new_buckets": [f.bucket for f in self.new_buckets],
-                "phase_seconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
-                "workers_replaced": self.workers_replaced,
-                "harness_errors": list(self.harness_errors), "skipped": list(self.skipped),
-                "interrupted": self.interrupted,
-                "coverage": self.coverage.to_dict(),
-                "allocation": [dict(zip(("group", "cells", "offered", "run"), row))
-                               for row in self.allocation],
-                "confirm_runs": self.confirm_runs, "unscheduled": self.unscheduled,
-                "witness_runs": self.witness_runs,
-                "repaired": self.repaired,
-                "busy_fraction": round(self.busy_fraction, 3),
-                "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
-                "first_found_s": dict(self.first_found_s),
-                "shrink_s": round(self.shrink_s, 2),
-                "cut_at_deadline": {"jobs": self.cut_jobs, "samples": self.cut_samples,
-                                    "unfiled": list(self.cut_unfiled)},
-                "actionable": self._actionable_summary()}
-
-    def _actionable_summary(self) -> dict[str, object]:
-        ready, unconfirmed = self.actionable()
-        return {"ready": len(ready), "buckets": len(self.new_buckets),
-                "unconfirmed": dict(unconfirmed)}
-
-    def actionable(self) -> tuple[list[str], dict[str, str]]:
-        """This campaign's new buckets that are bug reports (shrunk to a
-        fixpoint, repro reproduces), and every other one with why not."""
-        shrinks = {r.bucket: r.record for r in self.shrinks}
-        ready: list[str] = []
-        unconfirmed: dict[str, str] = {}
-        for finding in self.new_buckets:
-            record = shrinks.get(finding.bucket, {"skipped": "not shrunk"})
-            repro = self.repro_status.get(finding.bucket, "no report")
-            if "skipped" in record or record.get("stopped") not in ("fixpoint", "single-op"):
-                why = str(record.get("skipped") or f"shrinking stopped on {record.get('stopped')}")
-                unconfirmed[finding.bucket] = f"not minimal: {why}"
-            elif repro != "reproduces":
-                unconfirmed[finding.bucket] = f"repro: {repro}"[:200]
-            else:
-                ready.append(finding.bucket)
-        return ready, unconfirmed
-
-    @property
-    def busy_fraction(self) -> float:
-        """Seconds workers spent on jobs / (wall seconds x workers)."""
-        return self.busy_s / (self.elapsed_s * self.workers) if self.elapsed_s and self.workers \
-            else 0.0
 
 
 @dataclass(eq=False)
@@ -339,7 +150,6 @@ class Campaign:
         self.stored = stored
         self.known = {entry.bucket for entry in stored}
         self._sizes: dict[str, tuple[int, ...]] = {}
-        self.unshrunk: list[str] = []
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
@@ -354,20 +164,11 @@ class Campaign:
         self._flights: list[_InFlight] = []
         self._phase_name = "start"
         self.scheduler = Scheduler(seed=options.seed) if options.schedule else None
-        # Bug reports in flight (ticket -> bucket), and buckets whose case
-        # changed while theirs ran (their report is written again).
-        self._reports: dict[int, str] = {}
-        self._stale_reports: set[str] = set()
-        self._report_costs: list[float] = []  # worker seconds of each report job so far
-        self._op_first: set[str] = set()  # new op-level buckets whose single-op report runs
+        # Shrinking and bug reports beside generation (fuzz/engine/bugwork.py).
+        self.bugs = BugWork(options, self.report, pool=lambda: self.pool, triage=lambda: self.triage,
+                            target=lambda name: self._target(name),
+                            take_answers=lambda timeout: self._take_answers(timeout))
         self._witnesses: dict[str, Target | None] = {}  # target -> its blame witness
-        self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
-        self._needs_report: set[str] = set()  # new or replaced cases without their report
-        self._to_report: list[str] = []  # of those, the ones ready for it (shrunk)
-        self._generating_since = 0.0
-        # When the campaign's bug work must be over (the end of the finish
-        # phase): the reports not yet written are kept room before it.
-        self._finish_by = float("inf")
 
     # -- the engine -------------------------------------------------------------
     def run(self) -> CampaignReport:
@@ -388,12 +189,12 @@ class Campaign:
                             self._phase("replay", self._replay)
                         # Shrinking may use the finish phase too, less
                         # what the reports not yet written will need.
-                        self._finish_by = deadline + options.finish_s
+                        self.bugs.finish_by = deadline + options.finish_s
                         self._phase("generate", lambda: self._generate(deadline))
                         # The bound counts from the end of the budget: the
                         # last samples in flight, checked after it, use it too.
-                        self._phase("finish", lambda: self._finish(
-                            max(self._finish_by, time.monotonic() + _LAST_WAIT_S)))
+                        self._phase("finish", lambda: self.bugs.finish(
+                            max(self.bugs.finish_by, time.monotonic() + _LAST_WAIT_S)))
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
                         # never its summary of what was found so far.
@@ -454,11 +255,11 @@ class Campaign:
             if record.status != "still-failing":
                 continue
             if (entry.shrink or {}).get("stopped") != "fixpoint":
-                self.unshrunk.append(entry.bucket)
+                self.bugs.unshrunk.append(entry.bucket)
             if entry.repro_status != "reproduces":
-                self._needs_report.add(entry.bucket)
-                if entry.bucket not in self.unshrunk:
-                    self._ready_for_report(entry.bucket)
+                self.bugs.needs_report.add(entry.bucket)
+                if entry.bucket not in self.bugs.unshrunk:
+                    self.bugs.ready_for_report(entry.bucket)
 
     def _replay_one(self, entry: CorpusEntry) -> ReplayRecord:
         began = time.monotonic()
@@ -533,7 +334,7 @@ class Campaign:
     def _generate(self, deadline: float) -> None:
         options = self.options
 
-        self._generating_since = time.monotonic()
+        self.bugs.generating_since = time.monotonic()
 
         def check(sample: Sample) -> None:
             if time.monotonic() >= deadline:
@@ -552,7 +353,7 @@ class Campaign:
                     self._drain()
             while self.pool.runnable > self.pool.slots:
                 self._drain()
-            self._bug_work(deadline)
+            self.bugs.work(deadline)
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
 
@@ -569,7 +370,7 @@ class Campaign:
             self._drain()
         # A campaign of replay and shrinking only (or one that found its bugs
         # late) spends what is left of the budget on the buckets.
-        self._bug_work(deadline, share=None)
+        self.bugs.work(deadline, share=None)
 
     # -- samples in flight ----------------------------------------------------------
     def _dispatch(self, sample: Sample) -> None:
@@ -629,8 +430,8 @@ class Campaign:
     def _take_answers(self, timeout: float | None = None) -> None:
         assert self.pool is not None
         for ticket, answer in self.pool.completed(timeout):
-            if ticket in self._reports:
-                self._report_answered(self._reports.pop(ticket), answer)
+            if ticket in self.bugs.report_jobs:
+                self.bugs.report_answered(self.bugs.report_jobs.pop(ticket), answer)
                 continue
             flight, position = self._open.pop(ticket)
             flight.answers[position] = answer
@@ -893,28 +694,28 @@ class Campaign:
                     # The new case needs its own repro, tool files and REPORT.md;
                     # one minimal as one op must be found so again (its record
                     # went with the old case).
-                    self._needs_report.add(finding.bucket)
+                    self.bugs.needs_report.add(finding.bucket)
                     if any(r.bucket == finding.bucket and r.record.get("stopped") == "single-op"
                            for r in self.report.shrinks):
-                        self._op_first.add(finding.bucket)
-                    if finding.bucket not in self.unshrunk:
-                        self._ready_for_report(finding.bucket)
+                        self.bugs.op_first.add(finding.bucket)
+                    if finding.bucket not in self.bugs.unshrunk:
+                        self.bugs.ready_for_report(finding.bucket)
                 return
             path = corpus.save(root, entry)
             self.known.add(finding.bucket)
             finding.new = path is not None
             if finding.new:
                 self._sizes[finding.bucket] = size_key(sample)
-                self._needs_report.add(finding.bucket)
+                self.bugs.needs_report.add(finding.bucket)
                 if self.options.shrink and self.options.report and has_single_op_form(entry):
                     # The single op is the minimal case when it fails the same
                     # way: its report comes first, shrinking only if it does not.
-                    self._op_first.add(finding.bucket)
-                    self._ready_for_report(finding.bucket)
+                    self.bugs.op_first.add(finding.bucket)
+                    self.bugs.ready_for_report(finding.bucket)
                 elif self.options.shrink:
-                    self.unshrunk.append(finding.bucket)
+                    self.bugs.unshrunk.append(finding.bucket)
                 else:
-                    self._ready_for_report(finding.bucket)
+                    self.bugs.ready_for_report(finding.bucket)
 
     def _stored_size(self, bucket: str) -> tuple[int, ...]:
         from fuzz.triage.edits import size_key
@@ -926,254 +727,6 @@ class Campaign:
             except (OSError, ValueError, KeyError, TypeError):
                 self._sizes[bucket] = ()  # junk: never replaced by us
         return self._sizes[bucket]
-
-    # -- bug work: shrinking and reports beside generation ------------------------
-    def _bug_work(self, deadline: float, share: float | None = -1.0) -> None:
-        """Turn new buckets into bug reports while the campaign goes on: shrink
-        the oldest unshrunk bucket (one turn of at most ``shrink_budget_s``)
-        while shrinking has used less than ``share`` of the time generation
-        has run (None: any time left before ``deadline``), then queue its
-        report as a pool job beside the generated samples' jobs. A user who
-        stops at any time has the smallest cases so far, most of them filed."""
-        share = self.options.shrink_share if share == -1.0 else share
-        self._queue_reports()
-        while self.options.shrink and self.unshrunk:
-            now = time.monotonic()
-            before_reports = self._finish_by - now - self._report_reserve_s()
-            if before_reports < _MIN_SHRINK_S:
-                # What is left of the campaign is the reports': every bucket
-                # still waiting for shrinking is reported as it is now.
-                self._report_unshrunk("budget kept for the reports")
-                return
-            left = min(deadline - now, before_reports)
-            if left < _MIN_SHRINK_S:  # the finish phase goes on with it
-                return
-            if (
-                    share is not None and self.report.shrink_s > share * (now - self._generating_since)):
-                return
-            bucket = self._next_to_shrink()
-            spent = self._shrink_spent.get(bucket, 0.0)
-            turn = min(_SHRINK_TURN_S, self.options.shrink_budget_s - spent, left)
-            record = self._shrink_one(bucket, turn)
-            took = time.monotonic() - now
-            self.report.shrink_s += took
-            self._shrink_spent[bucket] = spent + took
-            self._note_shrink(record)
-            if record.record.get("stopped") == "budget" and \
-                    self._shrink_spent[bucket] + _MIN_SHRINK_S < self.options.shrink_budget_s:
-                self.unshrunk.append(bucket)  # another turn, after the others had theirs
-                continue
-            if record.replaced:
-                self._needs_report.add(bucket)
-            self._ready_for_report(bucket)
-            self._queue_reports()
-
-    def _report_reserve_s(self) -> float:
-        """Wall seconds the reports not yet written will take (measured: a
-        report job is ~13 worker-seconds), so they end inside the budget."""
-        unreported = self._needs_report | set(self.unshrunk)
-        each = statistics.fmean(self._report_costs) if self._report_costs else _REPORT_S
-        return each * len(unreported) / max(1, getattr(self.pool, "slots", 1))
-
-    def _report_unshrunk(self, why: str) -> None:
-        for bucket in self.unshrunk:
-            self._note_shrink(ShrinkRecord(bucket, "", {"skipped": why}, False))
-            self._ready_for_report(bucket)
-        self.unshrunk.clear()
-        self._queue_reports()
-
-    def _next_to_shrink(self) -> str:
-        """The unshrunk bucket to shrink next: fewest turns first, then the
-        cheapest verdicts (an export or lowering failure shrinks in seconds, a
-        wrong answer compiles and localizes at every step), oldest first."""
-        def cost(item: tuple[int, str]) -> tuple[int, int, int]:
-            position, bucket = item
-            verdict = bucket.split("-", 1)[0].upper()
-            rank = _SHRINK_ORDER.index(verdict) if verdict in _SHRINK_ORDER else len(_SHRINK_ORDER)
-            return (self._shrink_spent.get(bucket, 0.0) > 0, rank, position)
-
-        _, bucket = min(enumerate(self.unshrunk), key=cost)
-        self.unshrunk.remove(bucket)
-        return bucket
-
-    def _note_shrink(self, record: ShrinkRecord) -> None:
-        """One row per bucket in the report: a later turn continues the first."""
-        earlier = [r for r in self.report.shrinks if r.bucket == record.bucket]
-        if earlier and "skipped" not in record.record:
-            record = dataclasses.replace(record, replaced=record.replaced
-                                         or any(r.replaced for r in earlier))
-        elif earlier:
-            return
-        self.report.shrinks = [r for r in self.report.shrinks if r.bucket != record.bucket] \
-            + [record]
-
-    def _ready_for_report(self, bucket: str) -> None:
-        if bucket in self._needs_report and bucket not in self._to_report:
-            self._to_report.append(bucket)
-
-    def _queue_reports(self) -> None:
-        """Submit the report jobs of buckets whose case is final for now; a
-        bucket whose report is running gets another once it is in."""
-        from fuzz.reports.bugreport import BugReportJob
-
-        if not self.options.report:
-            self._to_report.clear()
-            return
-        assert self.pool is not None
-        running = set(self._reports.values())
-        for bucket in self._to_report:
-            if bucket in running:
-                self._stale_reports.add(bucket)
-                continue
-            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table)
-            self._reports[self.pool.submit(job)] = bucket
-        self._to_report.clear()
-
-    def _report_answered(self, bucket: str, answer: Any) -> None:
-        from fuzz.reports.bugreport import file_bug_report
-
-        if isinstance(answer, dict) and "seconds" in answer:
-            self._report_costs.append(float(answer["seconds"]))
-        if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
-            last = answer.traceback.strip().splitlines()[-1]
-            self.report.harness_errors.append(f"report of {bucket}: {last}")
-            answer = f"bug in dlrm-fuzz: {last}"
-        with deferred():
-            self.report.repro_status[bucket] = file_bug_report(self.options.corpus_dir, bucket,
-                                                               answer)
-        self._needs_report.discard(bucket)
-        if bucket in self._op_first and bucket not in self._stale_reports:
-            self._op_first.discard(bucket)
-            self._after_single_op(bucket, answer, self.report.repro_status[bucket])
-        if bucket in self._stale_reports:  # its case changed while the report ran
-            self._stale_reports.discard(bucket)
-            self._needs_report.add(bucket)
-            self._ready_for_report(bucket)
-            self._queue_reports()
-
-    def _after_single_op(self, bucket: str, answer: Any, status: str) -> None:
-        """An op-level bucket's first report is in: a single-op repro that
-        reproduces is the minimal case (recorded as the bucket's shrink, so
-        the bucket is actionable); any other form sends it to shrinking."""
-        repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
-        if status != "reproduces" or repro.get("kind") not in SINGLE_OP_FORMS:
-            self.unshrunk.append(bucket)
-            return
-        from fuzz.triage.edits import sample_size
-
-        entry = corpus.load_entry(self.options.corpus_dir / bucket)
-        record: dict[str, object] = {
-            "stopped": "single-op", "form": repro.get("kind"),
-            "op": entry.culprit or entry.op or "", "steps_tried": 0, "steps_accepted": 0,
-            "seconds": 0.0, "size_before": dict(sample_size(entry.sample))}
-        self._note_shrink(ShrinkRecord(bucket, entry.target, record, False))
-        with deferred():
-            corpus.update_case(self.options.corpus_dir, bucket, shrink=record)
-
-    def _finish(self, until: float) -> None:
-        """After the budget: buckets still waiting for shrinking are reported
-        as they are (the next campaign's replay shrinks them), and the reports
-        in flight are waited for until ``until``; a bucket whose report is not
-        in by then is unconfirmed (summary), never presented as ready."""
-        if until != float("inf"):  # what the bounded finish has room for is still shrunk
-            self._bug_work(until, share=None)
-        self._report_unshrunk("budget spent")
-        running = set(self._reports.values())
-        for bucket in sorted(self._needs_report - running):  # in flight: written already
-            self._ready_for_report(bucket)
-        self._queue_reports()
-        while self._reports and time.monotonic() < until:
-            self._take_answers(timeout=max(0.0, until - time.monotonic()))
-            if self.unshrunk:  # a one-op report that did not reproduce: shrink it now
-                self._bug_work(until, share=None)
-        # Buckets sent to shrinking by a report that came in too late for it.
-        self._report_unshrunk("budget spent")
-        for bucket in self._reports.values():
-            self.report.repro_status[bucket] = "not written: the campaign ended first"
-
-    def _write_reports(self) -> None:
-        """Every pending report now, waiting for all (a caller outside a
-        campaign's phases: tests, the repro of a replaced case)."""
-        self._finish(until=float("inf"))
-
-    def _shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
-        from fuzz.triage.edits import size_key
-        from fuzz.triage.shrink import StepRejected, shrink
-
-        assert self.triage is not None
-        triage = self.triage
-        root = self.options.corpus_dir
-        entry = corpus.load_entry(root / bucket)
-        target = self._target(entry.target)
-        if target is None:
-            return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
-        method = (entry.culprit or "").split(":", 1)[0] or None
-        try:
-            wanted = triage.solo_key(target, entry.sample, method)
-        except CandidateRejected as rejected:
-            return ShrinkRecord(bucket, target.name, {
-                "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
-        if wanted is None:
-            return ShrinkRecord(bucket, target.name, {
-                "skipped": "the stored case does not fail on its target alone"}, False)
-
-        def same_bucket(candidate: Sample) -> bool:
-            if not is_error:
-                return triage.solo_key(target, candidate, method) == wanted
-            # An error needs only the target's own job, and the references
-            # only for a candidate that kept the error.
-            return triage.solo_error_key(target, candidate) == wanted and \
-                triage.references_accept(candidate)
-
-        def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
-            """Error candidates side by side, one worker each; only the first
-            that keeps the error is checked against the references (the
-            reducer takes the first that holds)."""
-            judged: list[bool | StepRejected] = []
-            for candidate, key in zip(candidates, triage.solo_error_keys(target, candidates)):
-                if isinstance(key, CandidateRejected) or key != wanted or True in judged:
-                    judged.append(key if isinstance(key, CandidateRejected) else False)
-                    continue
-                try:
-                    judged.append(triage.references_accept(candidate))
-                except CandidateRejected as rejected:
-                    judged.append(rejected)
-            return judged
-
-        is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
-        result = shrink(entry.sample, same_bucket, budget_s,
-                        many=same_bucket_many if is_error else None,
-                        width=max(1, getattr(self.pool, "slots", 1)),
-                        region=self.options.focus)
-        record = _merged(entry.shrink, result.to_dict())
-        if size_key(result.sample) >= size_key(entry.sample):
-            return ShrinkRecord(bucket, target.name, record, False)
-        # The stored evidence (error line, numbers, programs) must be the shrunk case's.
-        try:
-            _, outcome, got = triage.solo_verdict(target, result.sample)
-        except CandidateRejected:
-            return ShrinkRecord(bucket, target.name, record, False)
-        if outcome is None or got is None:
-            return ShrinkRecord(bucket, target.name, record, False)
-        shrunk = dataclasses.replace(
-            entry, sample=result.sample, shrink=record, features=tuple(result.sample.features()),
-            error=outcome.error, op=outcome.op, numbers=outcome.numbers,
-            timings=outcome.timings, detail=outcome.detail or entry.detail, texts=got.texts)
-        with deferred():
-            replaced = corpus.replace_if_smaller(root, shrunk, size_key)
-        return ShrinkRecord(bucket, target.name, record, replaced)
-
-
-def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
-    """A case shrunk again continues its record: sizes from the very first
-    case, steps and seconds summed over every pass."""
-    if not before or "size_before" not in before:
-        return now
-    merged = dict(now, size_before=before["size_before"],
-                  passes=int(before.get("passes", 1)) + 1)
-    for counter in ("steps_tried", "steps_accepted", "steps_rejected", "seconds"):
-        merged[counter] = before.get(counter, 0) + now.get(counter, 0)
-    return merged
 
 
 def run_campaign(options: CampaignOptions,

@@ -1,0 +1,338 @@
+"""The campaign's bug work: turning new buckets into bug reports while the
+campaign goes on. New buckets queue for shrinking (cheapest verdicts first,
+in short turns, within a share of the time generation has run); a bucket
+whose case is final queues a report job (``fuzz.reports.bugreport``) in the
+same worker pool as the generated samples; an op-level bucket gets its
+report first, and a one-op repro that reproduces is its minimal case. After
+the budget, ``finish`` completes what fits in the finish phase and labels
+the rest, so a user who stops at any time has the smallest cases so far,
+most of them filed, and never a bucket presented as ready that is not.
+
+The campaign owns the pool, the triage and the samples in flight; it hands
+``BugWork`` getters for them and routes the answers of report jobs here."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Any, Callable
+
+from fuzz.engine.interrupt import deferred
+from fuzz.reports.repro import SINGLE_OP_FORMS
+from fuzz.store import corpus
+from fuzz.targets.catalog import Target
+from fuzz.triage.findings import CandidateRejected, Triage
+from fuzz.workers.pool import HarnessFault
+from oracles import Verdict
+from fuzz.engine.records import CampaignOptions, CampaignReport, ShrinkRecord
+from fuzz.model.sample import Sample
+
+__all__ = ["BugWork"]
+
+# Below this a shrink attempt cannot make progress (one real compile is ~1 s).
+_MIN_SHRINK_S = 5.0
+# Worker seconds of one report job (export, compile, run repro.py in a fresh
+# interpreter, tool files) until the campaign has measured its own: 5-7 s for
+# a shrunk case on 2 cores. The budget keeps room for the reports to write.
+_REPORT_S = 8.0
+# One bucket's turn at shrinking: short, so that one slow wrong answer does not
+# hold up a queue of lowering failures that shrink in seconds each.
+_SHRINK_TURN_S = 20.0
+# Cheapest to shrink first (the verdict part of a bucket id).
+_SHRINK_ORDER = ("EXPORT_ERROR", "LOWERING_UNSUPPORTED_OP", "LOWERING_INVALID_IR",
+                 "LOWERING_ERROR", "COMPILE_ERROR", "RUNTIME_ERROR", "CRASH", "TIMEOUT",
+                 "MISMATCH")
+
+
+class BugWork:
+    """The shrink queue, the report jobs in flight and what each bucket still needs."""
+
+    def __init__(self, options: CampaignOptions, report: CampaignReport, *,
+                 pool: Callable[[], Any], triage: Callable[[], Triage | None],
+                 target: Callable[[str], Target | None],
+                 take_answers: Callable[[float | None], None]) -> None:
+        self.options = options
+        self.report = report
+        self._pool, self._triage = pool, triage
+        self.target_named = target
+        # Takes the pool's answers (the campaign routes a report job's here).
+        self.take_answers = take_answers
+        self.unshrunk: list[str] = []
+        # Bug reports in flight (ticket -> bucket), and buckets whose case
+        # changed while theirs ran (their report is written again).
+        self.report_jobs: dict[int, str] = {}
+        self.stale_reports: set[str] = set()
+        self.report_costs: list[float] = []  # worker seconds of each report job so far
+        self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
+        self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
+        self.needs_report: set[str] = set()  # new or replaced cases without their report
+        self.to_report: list[str] = []  # of those, the ones ready for it (shrunk)
+        self.generating_since = 0.0
+        # When the campaign's bug work must be over (the end of the finish
+        # phase): the reports not yet written are kept room before it.
+        self.finish_by = float("inf")
+
+    @property
+    def pool(self) -> Any:
+        """The campaign's worker pool (local or Ray), once it runs."""
+        return self._pool()
+
+    @property
+    def triage(self) -> Triage | None:
+        """The campaign's triage, once its pool runs."""
+        return self._triage()
+
+    def work(self, deadline: float, share: float | None = -1.0) -> None:
+        """Turn new buckets into bug reports while the campaign goes on: shrink
+        the oldest unshrunk bucket (one turn of at most ``shrink_budget_s``)
+        while shrinking has used less than ``share`` of the time generation
+        has run (None: any time left before ``deadline``), then queue its
+        report as a pool job beside the generated samples' jobs. A user who
+        stops at any time has the smallest cases so far, most of them filed."""
+        share = self.options.shrink_share if share == -1.0 else share
+        self.queue_reports()
+        while self.options.shrink and self.unshrunk:
+            now = time.monotonic()
+            before_reports = self.finish_by - now - self.reserve_s()
+            if before_reports < _MIN_SHRINK_S:
+                # What is left of the campaign is the reports': every bucket
+                # still waiting for shrinking is reported as it is now.
+                self.report_unshrunk("budget kept for the reports")
+                return
+            left = min(deadline - now, before_reports)
+            if left < _MIN_SHRINK_S:  # the finish phase goes on with it
+                return
+            if (
+                    share is not None and self.report.shrink_s > share * (now - self.generating_since)):
+                return
+            bucket = self._next_to_shrink()
+            spent = self._shrink_spent.get(bucket, 0.0)
+            turn = min(_SHRINK_TURN_S, self.options.shrink_budget_s - spent, left)
+            record = self.shrink_one(bucket, turn)
+            took = time.monotonic() - now
+            self.report.shrink_s += took
+            self._shrink_spent[bucket] = spent + took
+            self.note_shrink(record)
+            if record.record.get("stopped") == "budget" and \
+                    self._shrink_spent[bucket] + _MIN_SHRINK_S < self.options.shrink_budget_s:
+                self.unshrunk.append(bucket)  # another turn, after the others had theirs
+                continue
+            if record.replaced:
+                self.needs_report.add(bucket)
+            self.ready_for_report(bucket)
+            self.queue_reports()
+
+    def reserve_s(self) -> float:
+        """Wall seconds the reports not yet written will take (measured: a
+        report job is ~13 worker-seconds), so they end inside the budget."""
+        unreported = self.needs_report | set(self.unshrunk)
+        each = statistics.fmean(self.report_costs) if self.report_costs else _REPORT_S
+        return each * len(unreported) / max(1, getattr(self.pool, "slots", 1))
+
+    def report_unshrunk(self, why: str) -> None:
+        """Report every bucket still waiting for shrinking as it is now, its shrink row saying ``why`` not."""
+        for bucket in self.unshrunk:
+            self.note_shrink(ShrinkRecord(bucket, "", {"skipped": why}, False))
+            self.ready_for_report(bucket)
+        self.unshrunk.clear()
+        self.queue_reports()
+
+    def _next_to_shrink(self) -> str:
+        """The unshrunk bucket to shrink next: fewest turns first, then the
+        cheapest verdicts (an export or lowering failure shrinks in seconds, a
+        wrong answer compiles and localizes at every step), oldest first."""
+        def cost(item: tuple[int, str]) -> tuple[int, int, int]:
+            position, bucket = item
+            verdict = bucket.split("-", 1)[0].upper()
+            rank = _SHRINK_ORDER.index(verdict) if verdict in _SHRINK_ORDER else len(_SHRINK_ORDER)
+            return (self._shrink_spent.get(bucket, 0.0) > 0, rank, position)
+
+        _, bucket = min(enumerate(self.unshrunk), key=cost)
+        self.unshrunk.remove(bucket)
+        return bucket
+
+    def note_shrink(self, record: ShrinkRecord) -> None:
+        """One row per bucket in the report: a later turn continues the first."""
+        earlier = [r for r in self.report.shrinks if r.bucket == record.bucket]
+        if earlier and "skipped" not in record.record:
+            record = dataclasses.replace(record, replaced=record.replaced
+                                         or any(r.replaced for r in earlier))
+        elif earlier:
+            return
+        self.report.shrinks = [r for r in self.report.shrinks if r.bucket != record.bucket] \
+            + [record]
+
+    def ready_for_report(self, bucket: str) -> None:
+        """Queue ``bucket``'s report once its case is final for now (shrunk, or not to be shrunk)."""
+        if bucket in self.needs_report and bucket not in self.to_report:
+            self.to_report.append(bucket)
+
+    def queue_reports(self) -> None:
+        """Submit the report jobs of buckets whose case is final for now; a
+        bucket whose report is running gets another once it is in."""
+        from fuzz.reports.bugreport import BugReportJob
+
+        if not self.options.report:
+            self.to_report.clear()
+            return
+        assert self.pool is not None
+        running = set(self.report_jobs.values())
+        for bucket in self.to_report:
+            if bucket in running:
+                self.stale_reports.add(bucket)
+                continue
+            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table)
+            self.report_jobs[self.pool.submit(job)] = bucket
+        self.to_report.clear()
+
+    def report_answered(self, bucket: str, answer: Any) -> None:
+        """A report job came back: file REPORT.md and the repro status; an op-level
+        bucket learns whether its one op is the minimal case; a case that
+        changed while its report ran gets another."""
+        from fuzz.reports.bugreport import file_bug_report
+
+        if isinstance(answer, dict) and "seconds" in answer:
+            self.report_costs.append(float(answer["seconds"]))
+        if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
+            last = answer.traceback.strip().splitlines()[-1]
+            self.report.harness_errors.append(f"report of {bucket}: {last}")
+            answer = f"bug in dlrm-fuzz: {last}"
+        with deferred():
+            self.report.repro_status[bucket] = file_bug_report(self.options.corpus_dir, bucket,
+                                                               answer)
+        self.needs_report.discard(bucket)
+        if bucket in self.op_first and bucket not in self.stale_reports:
+            self.op_first.discard(bucket)
+            self.after_single_op(bucket, answer, self.report.repro_status[bucket])
+        if bucket in self.stale_reports:  # its case changed while the report ran
+            self.stale_reports.discard(bucket)
+            self.needs_report.add(bucket)
+            self.ready_for_report(bucket)
+            self.queue_reports()
+
+    def after_single_op(self, bucket: str, answer: Any, status: str) -> None:
+        """An op-level bucket's first report is in: a single-op repro that
+        reproduces is the minimal case (recorded as the bucket's shrink, so
+        the bucket is actionable); any other form sends it to shrinking."""
+        repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
+        if status != "reproduces" or repro.get("kind") not in SINGLE_OP_FORMS:
+            self.unshrunk.append(bucket)
+            return
+        from fuzz.triage.edits import sample_size
+
+        entry = corpus.load_entry(self.options.corpus_dir / bucket)
+        record: dict[str, object] = {
+            "stopped": "single-op", "form": repro.get("kind"),
+            "op": entry.culprit or entry.op or "", "steps_tried": 0, "steps_accepted": 0,
+            "seconds": 0.0, "size_before": dict(sample_size(entry.sample))}
+        self.note_shrink(ShrinkRecord(bucket, entry.target, record, False))
+        with deferred():
+            corpus.update_case(self.options.corpus_dir, bucket, shrink=record)
+
+    def finish(self, until: float) -> None:
+        """After the budget: buckets still waiting for shrinking are reported
+        as they are (the next campaign's replay shrinks them), and the reports
+        in flight are waited for until ``until``; a bucket whose report is not
+        in by then is unconfirmed (summary), never presented as ready."""
+        if until != float("inf"):  # what the bounded finish has room for is still shrunk
+            self.work(until, share=None)
+        self.report_unshrunk("budget spent")
+        running = set(self.report_jobs.values())
+        for bucket in sorted(self.needs_report - running):  # in flight: written already
+            self.ready_for_report(bucket)
+        self.queue_reports()
+        while self.report_jobs and time.monotonic() < until:
+            self.take_answers(max(0.0, until - time.monotonic()))
+            if self.unshrunk:  # a one-op report that did not reproduce: shrink it now
+                self.work(until, share=None)
+        # Buckets sent to shrinking by a report that came in too late for it.
+        self.report_unshrunk("budget spent")
+        for bucket in self.report_jobs.values():
+            self.report.repro_status[bucket] = "not written: the campaign ended first"
+
+    def write_reports(self) -> None:
+        """Every pending report now, waiting for all (a caller outside a
+        campaign's phases: tests, the repro of a replaced case)."""
+        self.finish(until=float("inf"))
+
+    def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
+        """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case on
+        its own target, keeping its bucket; a smaller case replaces the stored one."""
+        from fuzz.triage.edits import size_key
+        from fuzz.triage.shrink import StepRejected, shrink
+
+        assert self.triage is not None
+        triage = self.triage
+        root = self.options.corpus_dir
+        entry = corpus.load_entry(root / bucket)
+        target = self.target_named(entry.target)
+        if target is None:
+            return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
+        method = (entry.culprit or "").split(":", 1)[0] or None
+        try:
+            wanted = triage.solo_key(target, entry.sample, method)
+        except CandidateRejected as rejected:
+            return ShrinkRecord(bucket, target.name, {
+                "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
+        if wanted is None:
+            return ShrinkRecord(bucket, target.name, {
+                "skipped": "the stored case does not fail on its target alone"}, False)
+
+        def same_bucket(candidate: Sample) -> bool:
+            if not is_error:
+                return triage.solo_key(target, candidate, method) == wanted
+            # An error needs only the target's own job, and the references
+            # only for a candidate that kept the error.
+            return triage.solo_error_key(target, candidate) == wanted and \
+                triage.references_accept(candidate)
+
+        def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
+            """Error candidates side by side, one worker each; only the first
+            that keeps the error is checked against the references (the
+            reducer takes the first that holds)."""
+            judged: list[bool | StepRejected] = []
+            for candidate, key in zip(candidates, triage.solo_error_keys(target, candidates)):
+                if isinstance(key, CandidateRejected) or key != wanted or True in judged:
+                    judged.append(key if isinstance(key, CandidateRejected) else False)
+                    continue
+                try:
+                    judged.append(triage.references_accept(candidate))
+                except CandidateRejected as rejected:
+                    judged.append(rejected)
+            return judged
+
+        is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
+        result = shrink(entry.sample, same_bucket, budget_s,
+                        many=same_bucket_many if is_error else None,
+                        width=max(1, getattr(self.pool, "slots", 1)),
+                        region=self.options.focus)
+        record = _merged(entry.shrink, result.to_dict())
+        if size_key(result.sample) >= size_key(entry.sample):
+            return ShrinkRecord(bucket, target.name, record, False)
+        # The stored evidence (error line, numbers, programs) must be the shrunk case's.
+        try:
+            _, outcome, got = triage.solo_verdict(target, result.sample)
+        except CandidateRejected:
+            return ShrinkRecord(bucket, target.name, record, False)
+        if outcome is None or got is None:
+            return ShrinkRecord(bucket, target.name, record, False)
+        shrunk = dataclasses.replace(
+            entry, sample=result.sample, shrink=record, features=tuple(result.sample.features()),
+            error=outcome.error, op=outcome.op, numbers=outcome.numbers,
+            timings=outcome.timings, detail=outcome.detail or entry.detail, texts=got.texts)
+        with deferred():
+            replaced = corpus.replace_if_smaller(root, shrunk, size_key)
+        return ShrinkRecord(bucket, target.name, record, replaced)
+
+
+def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """A case shrunk again continues its record: sizes from the very first
+    case, steps and seconds summed over every pass."""
+    if not before or "size_before" not in before:
+        return now
+    merged = dict(now, size_before=before["size_before"],
+                  passes=int(before.get("passes", 1)) + 1)
+    for counter in ("steps_tried", "steps_accepted", "steps_rejected", "seconds"):
+        merged[counter] = before.get(counter, 0) + now.get(counter, 0)
+    return merged
