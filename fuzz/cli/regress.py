@@ -20,9 +20,26 @@ from rich.console import Console
 
 from fuzz.store import corpus
 
-__all__ = ["add_parsers", "bump_command", "bisect_command", "EXIT_NOT_COMPARABLE"]
+__all__ = ["add_parsers", "comparison_options", "bump_command", "bisect_command", "EXIT_NOT_COMPARABLE"]
 
 EXIT_NOT_COMPARABLE = 4
+
+
+def comparison_options(parser: argparse.ArgumentParser, duration: Any, positive: Any, strict: str) -> None:
+    """The options every two-toolchain comparison takes (bump, validate): how
+    often a changed case is re-run, workers, job time limit, ``--strict``
+    (``strict``: what else it fails on), where environments are cached."""
+    parser.add_argument("--repeat", type=positive, default=3,
+                        help="runs of a case that changed before it is called changed")
+    parser.add_argument("--workers", type=positive, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=duration, default=300.0,
+                        help="wall-clock limit per (sample, target) job (default 300s)")
+    parser.add_argument("--strict", action="store_true",
+                        help=f"exit 1 on anything the corpus should record ({strict}), not only "
+                             "on what broke")
+    parser.add_argument("--env-root", type=Path, default=None,
+                        help="where toolchain environments (built from pins or wheels) are "
+                             "cached (default ~/.cache/dlrm-fuzz/toolchains)")
 
 
 def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) -> None:
@@ -42,16 +59,7 @@ def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) 
                       help="fuzzing time on --to (default 5m; 0s: replay only)")
     bump.add_argument("--seed", type=seed, default=0)
     bump.add_argument("--targets", default=None, help="comma-separated targets to fuzz")
-    bump.add_argument("--repeat", type=positive, default=3,
-                      help="runs of a case that changed before it is called changed")
-    bump.add_argument("--workers", type=positive, default=os.cpu_count() or 1)
-    bump.add_argument("--timeout", type=duration, default=300.0)
-    bump.add_argument("--strict", action="store_true",
-                      help="exit 1 on anything the corpus should record (fixed, moved, flaky, "
-                           "pre-existing), not only on new bugs")
-    bump.add_argument("--env-root", type=Path, default=None,
-                      help="where toolchain environments are cached "
-                           "(default ~/.cache/dlrm-fuzz/toolchains)")
+    comparison_options(bump, duration, positive, strict="fixed, moved, flaky, pre-existing")
     bisect = sub.add_parser("bisect", help="find the release that brought or fixed a bucket")
     bisect.add_argument("bucket", help="the bucket id (its folder in the corpus, with repro.py)")
     bisect.add_argument("--corpus", type=Path, default=Path("corpus"))

@@ -16,12 +16,12 @@ be compared.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.console import Console
 
+from fuzz.cli.regress import comparison_options
 from fuzz.model.config import DLRMConfig
 from fuzz.model.focus import Focus
 
@@ -58,17 +58,7 @@ def add_validate_parser(sub: Any, duration: Any, budget: Any, positive: Any, see
                           help="comma-separated targets for the matrix and the campaign "
                                "(default: every target available on each side)")
     validate.add_argument("--seeds", type=positive, default=2, help="weight seeds per matrix row")
-    validate.add_argument("--repeat", type=positive, default=3,
-                          help="runs of a case that changed before it is called changed")
-    validate.add_argument("--workers", type=positive, default=os.cpu_count() or 1)
-    validate.add_argument("--timeout", type=duration, default=300.0,
-                          help="wall-clock limit per (sample, target) job (default 300s)")
-    validate.add_argument("--strict", action="store_true",
-                          help="exit 1 on anything the corpus should record (fixed, moved, "
-                               "flaky, failing on both), not only on what broke")
-    validate.add_argument("--env-root", type=Path, default=None,
-                          help="where environments built from wheels are cached "
-                               "(default ~/.cache/dlrm-fuzz/toolchains)")
+    comparison_options(validate, duration, positive, strict="fixed, moved, flaky, failing on both")
     plugin_option(validate)
     focus_options(validate, "the matrix rows, stored cases and campaign samples inside it")
 

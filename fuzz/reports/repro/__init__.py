@@ -31,8 +31,7 @@ program and one op cut out of it; ``script``: the text every script shares;
 ``core``: running a repro and reading its status); ``write`` picks the form.
 """
 
-from fuzz.reports.repro.core import (ALLOWED_IMPORTS, Repro, fault_parts, hang_limit_s, repro_target,
-                                     run_repro)
+from fuzz.reports.repro.core import ALLOWED_IMPORTS, Repro, fault_parts, hang_limit_s, repro_target, run_repro
 from fuzz.reports.repro.graph import INLINE_MAX_ELEMENTS
 from fuzz.reports.repro.script import RUNTIME_FILE
 from fuzz.reports.repro.write import SINGLE_OP_FORMS, has_single_op_form, write_repro

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import operator
 
-from fuzz.reports.repro.core import fault_parts
 from fuzz.reports.repro.graph import (
+    _op_failure_script,
     _op_instance,
     _op_module,
     _op_shapes,
@@ -16,7 +16,7 @@ from fuzz.reports.repro.graph import (
     _stored_key,
     _traced,
 )
-from fuzz.reports.repro.script import _ATTEMPT, _IMPORTS_RUNTIME
+from fuzz.reports.repro.script import _IMPORTS_RUNTIME
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
@@ -63,26 +63,6 @@ def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) ->
 
 
 def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
-    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
-        if target.dynamic else ""
-    lines = [
-        f'"""Repro: torch.export of {op.op} alone fails as the DLRM\'s export did '
-        f'({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
-        f"{entry.signature}",
-        'Exit 1: bug present (prints the signature); 0: fixed (export passes); 2: cannot run."""',
-        *_IMPORTS_RUNTIME[:-3],  # torch and numpy only
-        "import tempfile",
-        f"SIGNATURE = {entry.signature!r}",
-        f"STAGE, FAULT = {Stage.EXPORT.value!r}, {fault_parts(entry)!r}",
-        *op.data_lines,
-        "",
-        *op.class_lines,
-        "",
-        *_ATTEMPT,
-        "",
-        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
-        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
-        "print('export passed: fixed')",
-        "sys.exit(0)",
-    ]
-    return "\n".join(lines) + "\n"
+    return _op_failure_script(entry, target, op, title=f"torch.export of {op.op} alone fails as the DLRM's "
+                              "export did", stage=Stage.EXPORT, imports=_IMPORTS_RUNTIME[:-3],  # torch, numpy
+                              after_export=[], passed="export passed")

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fuzz.reports.repro.core import fault_parts
 from fuzz.reports.repro.graph import (
     _captured,
     _export,
+    _op_failure_script,
     _op_instance,
     _op_module,
     _op_shapes,
     _OpModule,
     _stored_key,
 )
-from fuzz.reports.repro.script import _ATTEMPT, _IMPORTS_RUNTIME
+from fuzz.reports.repro.script import _IMPORTS_RUNTIME
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
@@ -70,28 +70,9 @@ def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: Compile
 
 
 def _lowering_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
-    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
-        if target.dynamic else ""
-    lines = [
-        f'"""Repro: torch-mlir lowers {op.op} alone to {target.output_type} and fails as the '
-        f'DLRM did ({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
-        f"{entry.signature}",
-        'Exit 1: bug present (prints the signature); 0: fixed (lowering passes); 2: cannot run."""',
-        *_IMPORTS_RUNTIME[:-2],  # torch, numpy and torch-mlir's FX importer only
-        "import tempfile",
-        f"SIGNATURE = {entry.signature!r}",
-        f"STAGE, FAULT = {Stage.IMPORT.value!r}, {fault_parts(entry)!r}",
-        *op.data_lines,
-        "",
-        *op.class_lines,
-        "",
-        *_ATTEMPT,
-        "",
-        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
-        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
-        f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
-        "func_name='main')))",
-        "print('lowering passed: fixed')",
-        "sys.exit(0)",
-    ]
-    return "\n".join(lines) + "\n"
+    lower = (f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
+             "func_name='main')))")
+    return _op_failure_script(entry, target, op, title=f"torch-mlir lowers {op.op} alone to {target.output_type} "
+                              "and fails as the DLRM did", stage=Stage.IMPORT,
+                              imports=_IMPORTS_RUNTIME[:-2],  # torch, numpy and torch-mlir's FX importer
+                              after_export=[lower], passed="lowering passed")
