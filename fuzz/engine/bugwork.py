@@ -19,7 +19,8 @@ import time
 from typing import Any, Callable
 
 from fuzz.engine.interrupt import deferred
-from fuzz.reports.repro import SINGLE_OP_FORMS
+from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form
+from fuzz.store.corpus import CorpusEntry
 from fuzz.store import corpus
 from fuzz.targets.catalog import Target
 from fuzz.triage.findings import CandidateRejected, Triage
@@ -82,6 +83,30 @@ class BugWork:
     def triage(self) -> Triage | None:
         """The campaign's triage, once its pool runs."""
         return self._triage()
+
+    def new_case(self, bucket: str, entry: CorpusEntry) -> None:
+        """A new bucket was filed: an op-level one gets its report first (the
+        single op is the minimal case when it fails the same way; shrinking
+        only if it does not), any other queues for shrinking (or, without
+        shrinking, for its report)."""
+        self.needs_report.add(bucket)
+        if self.options.shrink and self.options.report and has_single_op_form(entry):
+            self.op_first.add(bucket)
+            self.ready_for_report(bucket)
+        elif self.options.shrink:
+            self.unshrunk.append(bucket)
+        else:
+            self.ready_for_report(bucket)
+
+    def case_replaced(self, bucket: str) -> None:
+        """A smaller generated case replaced ``bucket``'s stored one: it needs its
+        own repro, tool files and REPORT.md, and one minimal as one op must be
+        found so again (its record went with the old case)."""
+        self.needs_report.add(bucket)
+        if any(r.bucket == bucket and r.record.get("stopped") == "single-op" for r in self.report.shrinks):
+            self.op_first.add(bucket)
+        if bucket not in self.unshrunk:
+            self.ready_for_report(bucket)
 
     def work(self, deadline: float, share: float | None = -1.0) -> None:
         """Turn new buckets into bug reports while the campaign goes on: shrink

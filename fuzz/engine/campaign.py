@@ -3,9 +3,10 @@ engine runs them: **replay** every stored case (still failing in its bucket,
 fixed, or moved to another bucket), **generate** new samples until the budget
 is spent, every sample to every target, then **finish** the bug work that is
 left, bounded. This module holds the phases and the samples in flight:
-dispatch, answers, triage and filing; the bug work beside generation
-(shrinking, reports, one op first) is ``fuzz.engine.bugwork``, and what a
-campaign is told and reports is ``fuzz.engine.records``.
+dispatch, answers and triage; filing a finding in the corpus is
+``fuzz.engine.ledger``, the bug work beside generation (shrinking, reports,
+one op first) is ``fuzz.engine.bugwork``, and what a campaign is told and
+reports is ``fuzz.engine.records``.
 
 Hypothesis drives generation (seeded, so a campaign is reproducible from its
 ``--seed``); the budget ends that loop through an exception Hypothesis does
@@ -26,15 +27,15 @@ import numpy as np
 from fuzz.store import corpus
 from fuzz.engine.coverage import Coverage
 from fuzz.store.corpus import CorpusEntry
-from fuzz.engine.interrupt import Interrupted, deferred, stop_signals
+from fuzz.engine.interrupt import Interrupted, stop_signals
 from fuzz.model.sample import Sample
 from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
 from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
-from fuzz.reports.repro import has_single_op_form
 from fuzz.engine.bugwork import BugWork
+from fuzz.engine.ledger import Ledger
 from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
 from oracles import KEY_VERSION, ReferenceFailed, Verdict
 from strategies.draw import ROUND, each_sample
@@ -146,10 +147,10 @@ class Campaign:
         self.references = resolve_targets([REFERENCE, EAGER])
         self.report = CampaignReport(targets=[t.name for t in self.targets],
                                      coverage=Coverage(focus=options.focus))
-        stored, _ = corpus.load(options.corpus_dir)
-        self.stored = stored
-        self.known = {entry.bucket for entry in stored}
-        self._sizes: dict[str, tuple[int, ...]] = {}
+        # The corpus folder as this campaign knows it: stored buckets, case sizes, filing.
+        self.ledger = Ledger(options.corpus_dir)
+        self.known = self.ledger.known  # the same set: filing adds to it
+        self.stored = self.ledger.stored
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
@@ -671,62 +672,12 @@ class Campaign:
             self.report.batches_checked += sum(out is not None for out in result.outputs)
 
     def _file(self, finding: Finding, sample: Sample, repairs: tuple[str, ...] = ()) -> None:
-        from fuzz.triage.edits import size_key
-
-        root = self.options.corpus_dir
-        outcome = finding.outcome
-        entry = CorpusEntry(
-            bucket=finding.bucket, signature=finding.key, verdict=finding.verdict,
-            owner=finding.owner, target=finding.target, sample=sample, stage=outcome.stage,
-            error=outcome.error, op=outcome.op, culprit=finding.culprit,
-            localization=finding.localization, numbers=outcome.numbers,
-            timings=outcome.timings, seen_on=finding.targets, features=tuple(sample.features()),
-            campaign_seed=self.options.seed, detail=outcome.detail, texts=finding.result.texts,
-            repairs=repairs)
-        finding.path = root / finding.bucket
-        with deferred():  # a stop signal waits until the entry is whole
-            if finding.bucket in self.known:
-                corpus.record_seen(root, finding.bucket, finding.targets)
-                size = size_key(sample)
-                if size < self._stored_size(finding.bucket) and \
-                        corpus.replace_if_smaller(root, entry, size_key):
-                    self._sizes[finding.bucket] = size
-                    # The new case needs its own repro, tool files and REPORT.md;
-                    # one minimal as one op must be found so again (its record
-                    # went with the old case).
-                    self.bugs.needs_report.add(finding.bucket)
-                    if any(r.bucket == finding.bucket and r.record.get("stopped") == "single-op"
-                           for r in self.report.shrinks):
-                        self.bugs.op_first.add(finding.bucket)
-                    if finding.bucket not in self.bugs.unshrunk:
-                        self.bugs.ready_for_report(finding.bucket)
-                return
-            path = corpus.save(root, entry)
-            self.known.add(finding.bucket)
-            finding.new = path is not None
-            if finding.new:
-                self._sizes[finding.bucket] = size_key(sample)
-                self.bugs.needs_report.add(finding.bucket)
-                if self.options.shrink and self.options.report and has_single_op_form(entry):
-                    # The single op is the minimal case when it fails the same
-                    # way: its report comes first, shrinking only if it does not.
-                    self.bugs.op_first.add(finding.bucket)
-                    self.bugs.ready_for_report(finding.bucket)
-                elif self.options.shrink:
-                    self.bugs.unshrunk.append(finding.bucket)
-                else:
-                    self.bugs.ready_for_report(finding.bucket)
-
-    def _stored_size(self, bucket: str) -> tuple[int, ...]:
-        from fuzz.triage.edits import size_key
-
-        if bucket not in self._sizes:
-            try:
-                self._sizes[bucket] = size_key(
-                    corpus.load_entry(self.options.corpus_dir / bucket).sample)
-            except (OSError, ValueError, KeyError, TypeError):
-                self._sizes[bucket] = ()  # junk: never replaced by us
-        return self._sizes[bucket]
+        """Store a finding (``fuzz.engine.ledger``) and give a new or smaller case to the bug work."""
+        filed, entry = self.ledger.file(finding, sample, self.options.seed, repairs)
+        if filed == "new":
+            self.bugs.new_case(finding.bucket, entry)
+        elif filed == "replaced":
+            self.bugs.case_replaced(finding.bucket)
 
 
 def run_campaign(options: CampaignOptions,

@@ -1,0 +1,82 @@
+"""The corpus as one campaign knows it: which buckets are stored, how big each
+stored case is, and filing a finding there. A finding in a new bucket is a
+new case; one in a known bucket adds the targets it was seen on and replaces
+the stored case only with a strictly smaller one (``fuzz.triage.edits.size_key``).
+Apart from the campaign so that what the corpus holds, and the one way a
+finding becomes a ``CorpusEntry``, live in one place; what the bug work does
+with a new or replaced case is ``fuzz.engine.bugwork``'s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from fuzz.engine.interrupt import deferred
+from fuzz.model.sample import Sample
+from fuzz.store import corpus
+from fuzz.store.corpus import CorpusEntry
+from fuzz.triage.edits import size_key
+from fuzz.triage.findings import Finding
+
+__all__ = ["Ledger", "Filed", "entry_of"]
+
+# What filing did: a new case; a smaller case replacing the stored one; the
+# stored case kept (the targets seen added); or nothing stored (a race lost
+# to another campaign sharing the folder).
+Filed = Literal["new", "replaced", "seen", "not stored"]
+
+
+def entry_of(finding: Finding, sample: Sample, campaign_seed: int,
+             repairs: tuple[str, ...] = ()) -> CorpusEntry:
+    """The corpus entry a finding on ``sample`` is stored as."""
+    outcome = finding.outcome
+    return CorpusEntry(
+        bucket=finding.bucket, signature=finding.key, verdict=finding.verdict,
+        owner=finding.owner, target=finding.target, sample=sample, stage=outcome.stage,
+        error=outcome.error, op=outcome.op, culprit=finding.culprit,
+        localization=finding.localization, numbers=outcome.numbers,
+        timings=outcome.timings, seen_on=finding.targets, features=tuple(sample.features()),
+        campaign_seed=campaign_seed, detail=outcome.detail, texts=finding.result.texts,
+        repairs=repairs)
+
+
+class Ledger:
+    """The buckets of one corpus folder and the sizes of their stored cases."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.stored, _ = corpus.load(root)
+        self.known = {entry.bucket for entry in self.stored}
+        self._sizes: dict[str, tuple[int, ...]] = {}
+
+    def file(self, finding: Finding, sample: Sample, campaign_seed: int,
+             repairs: tuple[str, ...] = ()) -> tuple[Filed, CorpusEntry]:
+        """Store ``finding`` (atomically: a stop signal waits until the entry is
+        whole); sets ``finding.path`` and ``finding.new``."""
+        entry = entry_of(finding, sample, campaign_seed, repairs)
+        finding.path = self.root / finding.bucket
+        with deferred():
+            if finding.bucket in self.known:
+                corpus.record_seen(self.root, finding.bucket, finding.targets)
+                size = size_key(sample)
+                if size < self.stored_size(finding.bucket) and \
+                        corpus.replace_if_smaller(self.root, entry, size_key):
+                    self._sizes[finding.bucket] = size
+                    return "replaced", entry
+                return "seen", entry
+            path = corpus.save(self.root, entry)
+            self.known.add(finding.bucket)
+            finding.new = path is not None
+            if not finding.new:
+                return "not stored", entry
+            self._sizes[finding.bucket] = size_key(sample)
+            return "new", entry
+
+    def stored_size(self, bucket: str) -> tuple[int, ...]:
+        """The size key of the case stored for ``bucket`` (empty for a junk entry: never replaced by us)."""
+        if bucket not in self._sizes:
+            try:
+                self._sizes[bucket] = size_key(corpus.load_entry(self.root / bucket).sample)
+            except (OSError, ValueError, KeyError, TypeError):
+                self._sizes[bucket] = ()
+        return self._sizes[bucket]
