@@ -1,5 +1,7 @@
-"""The ``dlrm-fuzz`` command line: ``main`` (run, targets, corpus, replay,
-matrix, repro, ...) and ``regress`` (bump, bisect)."""
+"""The ``dlrm-fuzz`` command line: ``main`` (the parser, dispatch and ``run``),
+``corpus`` (targets, corpus, replay, repro, matrix, report, presets),
+``regress`` (bump, bisect), ``validate``, with ``options`` (argument types and
+shared option groups) and ``summary`` (a campaign's report on the terminal)."""
 
 from typing import Any
 

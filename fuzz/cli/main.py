@@ -1,6 +1,7 @@
-"""The ``dlrm-fuzz`` command line: ``run`` a campaign, list ``targets``, show
-the ``corpus``; ``bump`` and ``bisect`` live in ``fuzz.cli.regress``,
-``validate`` in ``fuzz.cli.validate``.
+"""The ``dlrm-fuzz`` command line: the parser, the dispatch to each command,
+and ``run`` (a campaign); the corpus commands live in ``fuzz.cli.corpus``,
+``bump`` and ``bisect`` in ``fuzz.cli.regress``, ``validate`` in
+``fuzz.cli.validate``, the printed summary in ``fuzz.cli.summary``.
 
 Bad input (an unknown target, a malformed budget, a corpus path that is a
 file) is one line on stderr and exit status 2, never a traceback. Exit
@@ -13,80 +14,48 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import NoReturn, Sequence
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from fuzz.store import corpus
+from fuzz.cli.corpus import _corpus, _digest, _matrix, _presets, _rekey, _replay, _repro, _targets
+from fuzz.cli.options import (
+    EXIT_HARNESS,
+    EXIT_OK,
+    EXIT_USAGE,
+    _focus,
+    _focus_options,
+    _model,
+    _plugin_option,
+    _positive_int,
+    _scale,
+    _seed,
+    _toolchain_option,
+    parse_duration,
+    parse_duration_or_zero,
+)
+from fuzz.cli.regress import add_parsers, bisect_command, bump_command
+from fuzz.cli.summary import _summary
+from fuzz.cli.validate import add_validate_parser, validate_command
 from fuzz.engine.campaign import Campaign, CampaignOptions, CampaignReport, Finding
-from fuzz.store.corpus import CorpusError
-from oracles.signature import KEY_VERSION
-from fuzz.engine.coverage import COLUMNS, FOCUS_ROW
-from fuzz.model.config import DLRMConfig
-from fuzz.model.focus import Focus, FocusError
-from fuzz.engine.progress import CampaignProgress
-from fuzz.workers.raypool import ClusterLost, RayUnavailable
 from fuzz.engine.interrupt import EXIT_STATUS
+from fuzz.engine.progress import CampaignProgress
+from fuzz.model.focus import FocusError
 from fuzz.regress.bisect import BisectError
 from fuzz.regress.bump import BumpError
-from fuzz.targets.cache import default_cache_dir
-from fuzz.cli.regress import add_parsers, bisect_command, bump_command
-from fuzz.cli.validate import add_validate_parser, validate_command
-from fuzz.targets.plugins import PluginError, target_table
 from fuzz.regress.toolchain_path import already_inside, reexec
 from fuzz.regress.toolchains import ToolchainError
-from fuzz.targets.catalog import EAGER, FAKE_TARGETS, REFERENCE, Target, UnavailableTarget, UnknownTarget
+from fuzz.store.corpus import CorpusError
+from fuzz.targets.cache import default_cache_dir
+from fuzz.targets.catalog import Target, UnavailableTarget, UnknownTarget
+from fuzz.targets.plugins import PluginError, target_table
 from fuzz.workers.pool import HarnessError
+from fuzz.workers.raypool import ClusterLost, RayUnavailable
 
 __all__ = ["main", "parse_duration"]
-
-EXIT_OK, EXIT_USAGE, EXIT_HARNESS = 0, 2, 3
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``2m``, ``1.5h`` -> seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"duration={text!r}: give a positive number with an optional unit s, m or h (e.g. 60s)")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-
-
-def parse_duration_or_zero(text: str) -> float:
-    """A duration that may be ``0`` (``bump --budget 0s``: replay only)."""
-    if re.fullmatch(r"\s*0+(\.0*)?\s*[smh]?\s*", text):
-        return 0.0
-    return parse_duration(text)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"value={text!r}: must be a whole number >= 1")
-    return int(text)
-
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"rows-scale={text!r}: must be a number > 0 (e.g. 1e-3)")
-    return value
-
-
-def _seed(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"seed={text!r}: must be a non-negative integer")
-    return int(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -216,99 +185,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _focus_options(run: argparse.ArgumentParser,
-                   what: str = "every sample and shrink step holds it") -> None:
-    """The flags that keep a campaign (or a matrix, a replay) inside a region
-    (fuzz/model/focus.py)."""
-    run.add_argument("--focus", default=None, metavar="KNOB=VALUE[,...]",
-                     help="stay inside a region: any DLRMConfig field (pooling=mean, "
-                          "ln_emb=[4,8]), input=empty_bags|batch_of_one|duplicate_index|"
-                          f"last_row, shape=tiny|medium|large; {what}")
-    model = run.add_mutually_exclusive_group()
-    model.add_argument("--config", type=Path, default=None, metavar="FILE",
-                       help="fuzz one model: a DLRMConfig JSON (as DLRMConfig.to_json writes "
-                            "it, or a case.json); only weights, batches and inputs are drawn")
-    model.add_argument("--preset", default=None, metavar="NAME",
-                       help="fuzz one of upstream's models: readme, kaggle, terabyte "
-                            "(`dlrm-fuzz presets`)")
-    run.add_argument("--neighbours", action="store_true",
-                     help="with --config/--preset: keep its tables and widths, vary the "
-                          "knobs --focus leaves free")
-    run.add_argument("--rows-scale", type=_scale, default=1.0, metavar="F",
-                     help="with --config/--preset: every table's rows times F (at least 1), "
-                          "e.g. 1e-3 for the Criteo tables")
-
-
-def _model(args: argparse.Namespace) -> tuple[DLRMConfig | None, str]:
-    """The model of --config FILE / --preset NAME, its tables scaled by
-    --rows-scale, and its name for labels; (None, "") without either."""
-    from fuzz.model.focus import load_config
-    from fuzz.model.presets import preset_config, scale_rows
-
-    if args.preset is not None:
-        return preset_config(args.preset, args.rows_scale), f"preset {args.preset}"
-    if args.config is not None:
-        config = load_config(args.config)
-        if args.rows_scale != 1.0:
-            config = scale_rows(config, args.rows_scale)
-        return config, f"config {args.config}"
-    if args.rows_scale != 1.0:
-        raise FocusError("--rows-scale: scales the tables of a given model; add --config FILE "
-                         "or --preset NAME")
-    return None, ""
-
-
-def _focus(args: argparse.Namespace) -> Focus | None:
-    """The region from --focus/--config/--preset/--neighbours/--rows-scale,
-    checked (one sample must exist in it); None without them."""
-    from fuzz.model.focus import make_focus
-    from strategies.draw import draw_samples
-
-    config, name = _model(args)
-    if config is None and args.focus is None and not args.neighbours:
-        return None
-    if args.rows_scale != 1.0:
-        name += f" (rows x{args.rows_scale:g})"
-    label = " + ".join(part for part in (name, "neighbours" if args.neighbours else "",
-                                         f"focus {args.focus}" if args.focus else "") if part)
-    focus = make_focus(args.focus, config, args.neighbours, label)
-    if getattr(args, "schedule", False):  # run only
-        raise FocusError(f"{label}: --schedule repairs samples by switching their features "
-                         f"off, which leaves the focus: drop --schedule")
-    if not draw_samples(1, getattr(args, "seed", 0), focus=focus):
-        raise FocusError(f"{label}: no generated sample lands in this region (a shape class "
-                         f"too small for the pinned sizes, or input cases the layout rules "
-                         f"out?): widen the focus")
-    return focus
-
-
-def _presets(console: Console, rows_scale: float) -> int:
-    from fuzz.model.presets import PRESETS, preset_config
-
-    for name, preset in PRESETS.items():
-        config = preset_config(name, rows_scale)
-        console.print(f"{name}: {config.num_tables} tables, {sum(config.ln_emb)} rows in all "
-                      f"(largest {max(config.ln_emb)}), m_spa={config.m_spa}, "
-                      f"ln_bot={list(config.ln_bot)}, ln_top={list(config.ln_top)}, "
-                      f"input_layout={config.input_layout}, upstream batch "
-                      f"{preset.mini_batch_size}\n  from {preset.source}",
-                      markup=False, soft_wrap=True)
-    return EXIT_OK
-
-
-def _toolchain_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--toolchain", type=Path, default=None, metavar="PATH",
-                        help="run in another toolchain: a virtual environment with your "
-                             "torch-mlir / IREE build, or a folder of wheels to build one from "
-                             "(with uv); the command runs again with PATH/bin/python")
-
-
-def _plugin_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target-plugin", action="append", default=[], metavar="MODULE:FACTORY",
-                        help="add targets from a factory in your own module (repeatable); "
-                             "entry points in the 'dlrm_fuzz.targets' group load too")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``dlrm-fuzz`` command: run the subcommand, turning known errors into exit statuses."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -355,179 +231,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"dlrm-fuzz: internal error (a bug in dlrm-fuzz, please report): {exc}",
                   markup=False, soft_wrap=True)
         return EXIT_HARNESS
-
-
-def _targets(console: Console, table: dict[str, Target]) -> int:
-    grid = Table(title="targets (default run: every available compiled target)")
-    grid.add_column("name", no_wrap=True)
-    grid.add_column("available", no_wrap=True)
-    grid.add_column("what it runs / why not and how to enable", overflow="fold")
-    for name, target in table.items():
-        if name in (REFERENCE, EAGER):
-            _row(grid, name, "reference", target.description)
-            continue
-        ok, why = target.availability()
-        _row(grid, name, "yes" if ok else "no",
-                     target.description if ok else f"{target.description}\n-> {why}")
-    for name, target in FAKE_TARGETS.items():
-        _row(grid, name, "FAKE", target.description)
-    console.print(grid)
-    return EXIT_OK
-
-
-def _corpus(console: Console, err: Console, path: Path) -> int:
-    entries, junk = corpus.load(path)
-    # One line per bucket, not a table: grep- and diff-friendly at any width.
-    console.print(f"corpus {path}: {len(entries)} buckets", markup=False)
-    for entry in entries:
-        what = entry.culprit or entry.error
-        console.print(f"{entry.bucket}  {entry.verdict.value}  {entry.owner}  "
-                      f"[{','.join(entry.seen_on)}] ({'+'.join(entry.shape_modes)})  "
-                      f"{what[:160]}", markup=False, soft_wrap=True)
-    for line in junk:
-        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
-    return EXIT_OK
-
-
-def _rekey(console: Console, path: Path) -> int:
-    from fuzz.store.rekey import rekey
-
-    done = rekey(path)
-    for record in done:
-        if record.status != "current":
-            console.print(f"{record.old} -> {record.new}  {record.status}", markup=False)
-    renamed = sum(r.status == "renamed" for r in done)
-    console.print(f"corpus {path}: {renamed} of {len(done)} buckets renamed to bucket-key "
-                  f"version {KEY_VERSION}", markup=False)
-    return EXIT_OK
-
-
-def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
-    """Exit 0 when nothing unexpected happened (or without --strict); 1 with
-    --strict on an unexpected outcome that --update did not record."""
-    from fuzz.regress.replay import ReplayResult, record_state, replay_corpus
-    from fuzz.targets.versions import recorded_versions
-
-    lines = err if args.format == "json" else console
-
-    def show(result: ReplayResult) -> None:
-        now = f"  now in {', '.join(result.now)}" if result.status.value in ("MOVED", "FLAKY") else ""
-        lines.print(f"{result.status.value:<9} {result.bucket}  {result.target}  "
-                    f"{result.seconds:.1f}s ({result.runs} run{'s' if result.runs > 1 else ''})"
-                    f"{now}{'  ' + result.note if result.note else ''}", markup=False,
-                    soft_wrap=True)
-
-    focus = _focus(args)
-    results, junk = replay_corpus(args.path, target_table(args.target_plugin), args.repeat,
-                                  args.workers, args.timeout,
-                                  None if args.no_cache else args.cache, show, focus)
-    for line in junk:
-        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
-    counts = Counter(r.status.value for r in results)
-    inside = ""
-    if focus is not None:
-        inside = f"; {len(results)} of {len(corpus.load(args.path)[0])} stored cases inside " \
-                 f"{focus.label}"
-    lines.print("replay: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or
-                              ("empty corpus" if focus is None else "no cases")) +
-                f"; {sum(r.seconds for r in results):.1f}s{inside}",
-                markup=False, soft_wrap=True)
-    if args.format == "json":
-        print(json.dumps({"toolchain": recorded_versions(), "results": [r.to_dict() for r in results],
-                          "junk": junk, "focus": focus.label if focus else None}, indent=2))
-    open_surprises = [r for r in results if r.unexpected
-                      and not (args.update and record_state(args.path, r))]
-    return 1 if args.strict and open_surprises else EXIT_OK
-
-
-def _matrix(err: Console, args: argparse.Namespace) -> int:
-    from fuzz.regress.matrix import (FEATURES, Matrix, build_matrix, compare_matrices,
-                                     matrix_markdown, rows_in_focus)
-
-    old = None
-    if args.against is not None:
-        try:
-            old = Matrix.from_json(args.against.read_text())
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CorpusError(f"against={str(args.against)!r}: not a matrix JSON ({exc}); "
-                              f"pass a file written by `dlrm-fuzz matrix --json`") from exc
-    features = None if args.features is None else [f.strip() for f in args.features.split(",")]
-    unknown = [f for f in features or [] if f not in FEATURES]
-    if unknown:
-        raise CorpusError(f"features={unknown[0]!r}: unknown; choose from {', '.join(FEATURES)}")
-    focus = _focus(args)
-    base, _ = _model(args)
-    if focus is not None:
-        features = rows_in_focus(focus, base, features)
-        if not features:
-            raise FocusError(f"{focus.label}: no matrix row lies inside it (each row is one "
-                             f"feature on {'that' if base else 'a minimal'} model, a batch of "
-                             f"3): widen the focus, or fuzz the region with `dlrm-fuzz run "
-                             f"--focus`")
-    names = None if args.targets is None else tuple(
-        n.strip() for n in args.targets.split(",") if n.strip())
-    options = CampaignOptions(targets=names, table=target_table(args.target_plugin),
-                              workers=args.workers, timeout_s=args.timeout,
-                              cache_dir=None if args.no_cache else args.cache)
-
-    def progress(feature: str, row: dict[str, str]) -> None:
-        failing = sum(cell != "PASS" for cell in row.values())
-        err.print(f"  {feature}: {failing}/{len(row)} targets fail", markup=False)
-
-    matrix = build_matrix(options, features, args.seeds, progress, base)
-    sys.stdout.write(matrix_markdown(matrix))
-    sys.stdout.write(f"\n{len(matrix.cells)} features x {len(matrix.targets)} targets, "
-                     f"{args.seeds} seeds each, {matrix.seconds:.0f}s"
-                     + (f" (the rows inside {focus.label})" if focus else "") + "\n")
-    if args.json is not None:
-        args.json.write_text(matrix.to_json())
-    if old is not None:
-        changes = compare_matrices(old, matrix)
-        sys.stdout.write(f"\nchanged against {args.against}: {len(changes)} cells\n")
-        sys.stdout.write("".join(f"- {line}\n" for line in changes))
-    return EXIT_OK
-
-
-def _digest(err: Console, path: Path, fmt: str) -> int:
-    from fuzz.reports.markdown import digest_json, digest_markdown
-
-    entries, junk = corpus.load(path)
-    sys.stdout.write(digest_json(entries) if fmt == "json" else digest_markdown(entries))
-    for line in junk:
-        err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
-    return EXIT_OK
-
-
-def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
-    """Exit 1 while the stored bug reproduces, 0 once it is fixed (as repro.py does)."""
-    folder = args.corpus / args.bucket
-    if not (folder / "case.json").is_file():
-        raise CorpusError(f"bucket={args.bucket!r}: no such case in {str(args.corpus)!r}; "
-                          f"list them with `dlrm-fuzz corpus {args.corpus}`")
-    try:
-        entry = corpus.load_entry(folder)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorpusError(f"bucket={args.bucket!r}: unreadable ({exc}); it is kept as it is") from exc
-    table = target_table(args.target_plugin)
-    options = CampaignOptions(corpus_dir=args.corpus, table=table, targets=(entry.target,),
-                              timeout_s=args.timeout, workers=1, replay=False, shrink=False)
-    campaign = Campaign(options)
-    record = campaign.reproduce(args.bucket)
-    console.print(f"{args.bucket}: {record.status} on {record.target}"
-                  + (f"; now in {', '.join(record.now)}" if record.now else "")
-                  + (f" ({record.note})" if record.note else ""), markup=False, soft_wrap=True)
-    for target, stages in record.timings.items():
-        times = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in stages.items())
-        console.print(f"  {target}: {times}", markup=False)
-    if args.write:
-        from fuzz.reports.bugreport import BugReportJob, file_bug_report
-        from fuzz.workers.pool import WorkerPool
-
-        with WorkerPool(1, timeout_s=args.timeout) as pool:
-            (answer,) = pool.run([BugReportJob(str(folder), table)])
-        console.print(f"repro.py: {file_bug_report(args.corpus, args.bucket, answer)}",
-                      markup=False)
-    return 1 if record.status in ("still-failing", "moved") else EXIT_OK
 
 
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
@@ -588,135 +291,3 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                   f"the summary above is what was found so far", markup=False)
         return status
     return EXIT_HARNESS if report.harness_errors else EXIT_OK
-
-
-def _summary(console: Console, report: CampaignReport) -> None:
-    head = Table(title="campaign summary", show_header=False)
-    _row(head, "samples", str(report.samples))
-    if report.coverage.focus is not None:
-        inside = report.coverage.counts.get(FOCUS_ROW, Counter())["generated"]
-        _row(head, "focus", f"{report.coverage.focus.label}: {inside} samples inside")
-    _row(head, "targets", ", ".join(report.targets))
-    _row(head, "configs compiled", str(report.configs_compiled))
-    _row(head, "batches checked", str(report.batches_checked))
-    _row(head, "elapsed", f"{report.elapsed_s:.1f}s")
-    _row(head, "failures", str(len(report.findings)))
-    _row(head, "new buckets", str(len(report.new_buckets)))
-    _row(head, "workers replaced", str(report.workers_replaced))
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(report.stage_seconds.items()))
-    _row(head, "time in stages", stages or "-")
-    phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
-    if report.shrink_s:
-        phases += f" (of which shrinking {report.shrink_s:.1f}s)"
-    _row(head, "time in phases", phases or "-")
-    ready, unconfirmed = report.actionable()
-    if report.new_buckets:
-        line = f"{len(ready)}/{len(report.new_buckets)} new buckets shrunk and reproducing"
-        if unconfirmed:
-            line += "; unconfirmed: " + "; ".join(f"{bucket} ({why})"
-                                                  for bucket, why in unconfirmed.items())
-        _row(head, "actionable", line)
-    _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
-    if report.draws_checked:
-        _row(head, "extra weight draws", f"{report.draws_checked} checked on their sample's "
-                                         f"artifact, {report.draws_reseeded} failed and re-run")
-    _row(head, "workers busy", f"{report.busy_fraction:.0%} of {report.workers} x "
-                               f"{report.elapsed_s:.0f}s")
-    if report.allocation:
-        _row(head, "re-run on every target", f"{report.confirm_runs} samples (a new bucket "
-                                             "seen on a partial schedule)")
-        _row(head, "sent to no target", f"{report.unscheduled} samples (every program group "
-                                        "would have landed in known buckets)")
-    if report.cut_jobs:
-        _row(head, "cut when the budget ended",
-             f"{report.cut_jobs} queued jobs dropped, {report.cut_samples} samples not judged"
-             + "".join(f"; {line}" for line in report.cut_unfiled))
-    if report.skipped:
-        _row(head, "skipped samples", f"{len(report.skipped)} (eager PyTorch ran out of a "
-                                      "worker's memory: raise --memory-mb to check them)")
-    if report.interrupted is not None:
-        _row(head, "stopped by", signal.Signals(report.interrupted).name)
-    console.print(head)
-    if report.replays:
-        replay = Table(title="replay of the stored cases")
-        for column in ("bucket", "target", "status", "now in", "seconds"):
-            replay.add_column(column, overflow="fold")
-        for replayed in report.replays:
-            _row(replay, replayed.bucket, replayed.target,
-                           replayed.status + (f" ({replayed.note})" if replayed.note else ""),
-                           ", ".join(replayed.now) or "-", f"{replayed.seconds:.1f}")
-        console.print(replay)
-    verdicts = Table(title="outcomes by target and verdict")
-    for column in ("target", "verdict", "count"):
-        verdicts.add_column(column)
-    for (target, verdict), count in sorted(report.outcomes.items()):
-        _row(verdicts, target, verdict, str(count))
-    console.print(verdicts)
-    if report.allocation:
-        allocation = Table(title="schedule: samples per program group (fewer where the "
-                                 "outcome keeps being the same known bucket)")
-        for column in ("program group", "cells", "offered", "run", "skipped"):
-            allocation.add_column(column, justify="left" if column == "program group" else "right")
-        for group, cells, offered, run in report.allocation:
-            _row(allocation, group, str(cells), str(offered), str(run), str(offered - run))
-        console.print(allocation)
-    if report.coverage.counts:
-        console.print(_coverage_table(report))
-    if report.new_buckets:
-        found = Table(title="new failure buckets")
-        for column in ("bucket", "owner on targets", "verdict", "culprit / first error line",
-                       "repro.py"):
-            found.add_column(column, overflow="fold")
-        for finding in report.new_buckets:
-            o = finding.outcome
-            _row(found, finding.bucket, f"{finding.owner} on {', '.join(finding.targets)}",
-                          o.verdict.value, (finding.culprit or o.error)[:120],
-                          report.repro_status.get(finding.bucket, "-"))
-        console.print(found)
-    if report.shrinks:
-        shrunk = Table(title="shrinking (size: tables/examples/indices)")
-        for column in ("bucket", "target", "before", "after", "steps", "rejected", "steps/s",
-                       "seconds", "stored"):
-            shrunk.add_column(column, overflow="fold")
-        for record in report.shrinks:
-            r = record.record
-            seconds, tried = _number(r.get("seconds")), _number(r.get("steps_tried"))
-            after = str(r["skipped"]) if "skipped" in r else \
-                f"one op: {r.get('op')}" if r.get("stopped") == "single-op" \
-                else _size(r.get("size_after"))
-            _row(shrunk, record.bucket, record.target, _size(r.get("size_before")), after,
-                           f"{r.get('steps_accepted', 0)}/{r.get('steps_tried', 0)}",
-                           str(r.get("steps_rejected", 0)),
-                           f"{tried / seconds:.1f}" if seconds > 0 else "-",
-                           f"{seconds:.1f}",
-                           "replaced" if record.replaced else "kept")
-        console.print(shrunk)
-
-
-def _coverage_table(report: CampaignReport) -> Table:
-    """Samples per knob value, and how far at least one target got with them."""
-    focus = report.coverage.focus
-    table = Table(title="coverage: samples per knob value (got through, on at least one target)"
-                  + (f"; focus: {focus.label}" if focus is not None else ""))
-    for column in ("knob value", *COLUMNS):
-        table.add_column(column, justify="left" if column == "knob value" else "right")
-    for knob, counts in report.coverage.rows():
-        _row(table, knob, *(str(count) for count in counts))
-    return table
-
-
-def _number(value: object) -> float:
-    """A count or duration read from a JSON record; 0 when absent."""
-    return float(value) if isinstance(value, (int, float)) else 0.0
-
-
-def _row(table: Table, *cells: str) -> None:
-    """Cells as plain text: error lines and culprits hold brackets
-    (``[per_sample_weights]``) that rich would otherwise take for markup."""
-    table.add_row(*(Text(cell) for cell in cells))
-
-
-def _size(size: object) -> str:
-    if not isinstance(size, dict):
-        return "-"
-    return f"{size.get('tables', '?')}/{size.get('examples', '?')}/{size.get('indices', '?')}"
