@@ -150,8 +150,6 @@ def _captured_stderr() -> Iterator[Callable[[], str]]:
             os.write(2, captured[-MAX_DIAGNOSTIC_CHARS:].encode())
 
 
-
-
 def _message(exc: BaseException) -> str:
     """``str(exc)`` and, on a last line of its own, its explicit cause's first
     line: iree.runtime raises "Could not create device. Exception for last
