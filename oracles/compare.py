@@ -35,7 +35,7 @@ Comput. 41(5), 2019). Two ways to turn that into a bound on an output:
 
 - a priori, ``gamma~_N M``, ``N`` the reduction lengths summed along the
   longest path (``Sample.reduction_length``), ``M`` the output of the network
-  run on magnitudes (``fuzz.model.dlrm.output_magnitude``). Sound, but through a
+  run on magnitudes (``fuzz.model.rounding.output_magnitude``). Sound, but through a
   few layers of random weights and the dot interaction ``M`` reaches 10^3
   times ``|ref64|``: measured on a medium float16 DLRM, such a bound let the
   per-sample weights torch-mlir drops pass unnoticed. Useless.
@@ -44,7 +44,7 @@ Comput. 41(5), 2019). Two ways to turn that into a bound on an output:
   error (weights of an n-input layer by ``sqrt(n) u``, table rows by
   ``sqrt(L) u``, the interaction's operands by ``sqrt(d) u``, stored outputs by
   ``u``) and returns, per output, the largest deviation seen
-  (``fuzz.model.dlrm.rounding_spread``, Monte Carlo arithmetic). That follows the
+  (``fuzz.model.rounding.rounding_spread``, Monte Carlo arithmetic). That follows the
   network's real amplification and cancellation (the dot interaction summing
   terms of 10^4 to -90). The bound adds ``spread`` (8) times it, the same
   margin the slack term gives eager's own error.

@@ -318,7 +318,7 @@ def test_index_whose_float32_quotient_leaves_the_table_is_invalid() -> None:
 
 # ------------------------------------------------ rounding magnitude M ----
 def test_table_magnitude_pools_absolute_rows() -> None:
-    from fuzz.model.dlrm import _table_magnitude
+    from fuzz.model.rounding import _table_magnitude
 
     for mode, expected in [("sum", [[0.0, 0.0], [1010.0, 2020.0], [201.0, 402.0]]),
                            ("mean", [[0.0, 0.0], [505.0, 1010.0], [67.0, 134.0]]),
@@ -332,7 +332,7 @@ def test_table_magnitude_pools_absolute_rows() -> None:
 def test_mlp_magnitude_uses_absolute_weights_and_bounds_sigmoid() -> None:
     from torch import nn
 
-    from fuzz.model.dlrm import _mlp_magnitude
+    from fuzz.model.rounding import _mlp_magnitude
 
     linear = nn.Linear(2, 1).double()
     assign(linear.weight, [[1.0, -2.0]])
@@ -343,7 +343,7 @@ def test_mlp_magnitude_uses_absolute_weights_and_bounds_sigmoid() -> None:
 
 
 def test_rounding_spread_follows_the_dtype_and_marks_overflow() -> None:
-    from fuzz.model.dlrm import rounding_spread
+    from fuzz.model.rounding import rounding_spread
 
     spreads = {}
     for dtype in ("float32", "float16", "bfloat16"):
@@ -371,7 +371,7 @@ def test_rounding_spread_follows_the_dtype_and_marks_overflow() -> None:
     dict(quantize_mlp="qint8", sigmoid_bot=0),
 ], ids=["plain", "max-fixed", "weights", "learned-cat", "qr-stacked", "md-half", "qint8"])
 def test_magnitude_bounds_the_reference_output(overrides: dict[str, Any]) -> None:
-    from fuzz.model.dlrm import output_magnitude
+    from fuzz.model.rounding import output_magnitude
 
     config = cfg(**{**TWO, **overrides})
     batch = _same_bags(config)

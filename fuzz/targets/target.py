@@ -128,7 +128,8 @@ class EagerTarget(Target):
         """Forward pass in this dtype; the float64 reference also returns its rounding spread."""
         import torch
 
-        from fuzz.model.dlrm import rounding_spread, to_torch
+        from fuzz.model.dlrm import to_torch
+        from fuzz.model.rounding import rounding_spread
 
         dtype = torch.float64 if self.dtype == "float64" else torch.float32
 
