@@ -24,7 +24,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.store import corpus
 from fuzz.targets.catalog import Target
 from fuzz.triage.findings import CandidateRejected, Triage
-from fuzz.workers.pool import HarnessFault
+from fuzz.workers.pool import HarnessFault, Pool
 from oracles import Verdict
 from fuzz.engine.records import CampaignOptions, CampaignReport, ShrinkRecord
 from fuzz.model.sample import Sample
@@ -50,7 +50,7 @@ class BugWork:
     """The shrink queue, the report jobs in flight and what each bucket still needs."""
 
     def __init__(self, options: CampaignOptions, report: CampaignReport, *,
-                 pool: Callable[[], Any], triage: Callable[[], Triage | None],
+                 pool: Callable[[], Pool | None], triage: Callable[[], Triage | None],
                  target: Callable[[str], Target | None],
                  take_answers: Callable[[float | None], None]) -> None:
         self.options = options
@@ -75,7 +75,7 @@ class BugWork:
         self.finish_by = float("inf")
 
     @property
-    def pool(self) -> Any:
+    def pool(self) -> Pool | None:
         """The campaign's worker pool (local or Ray), once it runs."""
         return self._pool()
 
@@ -153,7 +153,7 @@ class BugWork:
         report job is ~13 worker-seconds), so they end inside the budget."""
         unreported = self.needs_report | set(self.unshrunk)
         each = statistics.fmean(self.report_costs) if self.report_costs else _REPORT_S
-        return each * len(unreported) / max(1, getattr(self.pool, "slots", 1))
+        return each * len(unreported) / max(1, self.pool.slots if self.pool is not None else 1)
 
     def report_unshrunk(self, why: str) -> None:
         """Report every bucket still waiting for shrinking as it is now, its shrink row saying ``why`` not."""
@@ -330,7 +330,7 @@ class BugWork:
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
         result = shrink(entry.sample, same_bucket, budget_s,
                         many=same_bucket_many if is_error else None,
-                        width=max(1, getattr(self.pool, "slots", 1)),
+                        width=max(1, self.pool.slots if self.pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
         if size_key(result.sample) >= size_key(entry.sample):

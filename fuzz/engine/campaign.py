@@ -33,7 +33,7 @@ from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
                           resolve_targets)
 from fuzz.triage.findings import Finding, Triage
-from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
+from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
 from fuzz.engine.bugwork import BugWork
 from fuzz.engine.ledger import Ledger
 from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
@@ -156,7 +156,7 @@ class Campaign:
         self._on_phase = on_phase
         self._on_progress = on_progress
         self._started = time.monotonic()
-        self.pool: Any = None  # a WorkerPool, or a RayPool with --ray
+        self.pool: Pool | None = None  # a WorkerPool, or a RayPool with --ray
         self._last_timings: dict[str, dict[str, float]] = {}
         self.triage: Triage | None = None
         # Samples in flight: each job's ticket -> (its sample, its position);

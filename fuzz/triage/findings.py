@@ -20,7 +20,7 @@ from fuzz.targets.pipeline import Timer
 from fuzz.model.sample import Sample
 from fuzz.triage.shrink import StepRejected
 from fuzz.targets.catalog import Target
-from fuzz.workers.pool import WorkerPool
+from fuzz.workers.pool import Pool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
@@ -103,7 +103,7 @@ class Triage:
     """Judges and files one sample's results; ``localize`` and ``ablate`` are
     the expensive steps, run through the worker pool."""
 
-    def __init__(self, pool: WorkerPool, tolerance: Tolerance,
+    def __init__(self, pool: Pool, tolerance: Tolerance,
                  ablate_budget_s: float = 60.0) -> None:
         self.pool = pool
         self.tolerance = tolerance

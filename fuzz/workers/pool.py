@@ -31,7 +31,7 @@ from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
 from oracles.results import Failure, Stage, TargetResult
 
-__all__ = ["WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob",
+__all__ = ["Pool", "WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob",
            "STDERR_TAIL_BYTES"]
 
 STDERR_TAIL_BYTES = 4096
@@ -151,7 +151,18 @@ class AnswerQueue:
     """``run`` on top of ``submit`` / ``completed``, shared by the local and
     the Ray pool: a caller waiting in ``run`` (localization in the middle of
     a campaign) keeps the answers of jobs others submitted for ``completed``,
-    and a bug of ours (a ``HarnessFault`` answer) is raised to it."""
+    and a bug of ours (a ``HarnessFault`` answer) is raised to it. It is the
+    pool interface the campaign, triage and bug work are typed against
+    (``Pool``); both pools implement every method that raises here."""
+
+    # Workers replaced after a crash or hang, and seconds workers spent on jobs.
+    replaced: int
+    busy_s: float
+
+    @property
+    def slots(self) -> int:
+        """How many jobs run at once."""
+        raise NotImplementedError
 
     _ready: list[tuple[int, Any]]
     # Queued ticket -> the ticket it waits for (``submit(after=...)``).
@@ -299,6 +310,10 @@ class AnswerQueue:
             if isinstance(answer, HarnessFault) and not faults:
                 raise HarnessError(str(answer))
         return [answers[t] for t in tickets]
+
+
+# The type the engine holds a pool by: local processes or Ray actors.
+Pool = AnswerQueue
 
 
 @dataclass
