@@ -37,7 +37,7 @@ from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
 from fuzz.engine.bugwork import BugWork
 from fuzz.engine.ledger import Ledger
 from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
-from oracles import KEY_VERSION, ReferenceFailed, Verdict
+from oracles import KEY_VERSION, ReferenceFailed, TargetResult, Verdict
 from strategies.draw import ROUND, each_sample
 
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
@@ -622,10 +622,11 @@ class Campaign:
         assert target is not None and self.pool is not None
         (again,) = self.pool.run([(target, sample)], faults=True)
         self.report.confirm_reruns += 1
-        outputs = getattr(again, "outputs", None)
-        if getattr(again, "failure", None) is not None or outputs is None or \
-                same_wrong_answer(finding.result.outputs, outputs):
+        # A worker lost on the re-run answers a failed TargetResult; a bug of ours raised above.
+        if not isinstance(again, TargetResult) or again.failure is not None or \
+                same_wrong_answer(finding.result.outputs, again.outputs):
             return finding
+        outputs = again.outputs
         spread = max((float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
                       for a, b in zip(finding.result.outputs, outputs)
                       if a is not None and b is not None and np.shape(a) == np.shape(b)),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fuzz.store import corpus
+from oracles.results import TargetResult
 from fuzz.targets.cache import ArtifactCache
 from fuzz.reports.markdown import REPORT_NAME, report_markdown
 from fuzz.targets.catalog import Target
@@ -61,8 +62,8 @@ def file_bug_report(root: Path, bucket: str, answer: Any) -> str:
     returns the repro status. A job lost to a crash or timeout (the pool then
     answers a TargetResult) is recorded as such."""
     if not isinstance(answer, dict):
-        failure = getattr(answer, "failure", None)
-        status = f"cannot run: the report job failed ({getattr(failure, 'message', answer)})"
+        failure = answer.failure if isinstance(answer, TargetResult) else None
+        status = f"cannot run: the report job failed ({failure.message if failure else answer})"
         corpus.update_case(root, bucket, repro_status=status[:300])
         return status
     repro, tools = answer["repro"], answer["tools"]

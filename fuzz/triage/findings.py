@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.pipeline import Timer
 from fuzz.model.sample import Sample
+from fuzz.triage.localize import Localization
 from fuzz.triage.shrink import StepRejected
 from fuzz.targets.catalog import Target
 from fuzz.workers.pool import Pool
@@ -88,9 +89,10 @@ def stage_owner(target: Target, result: TargetResult, outcome: Outcome) -> str:
     return target.owner(outcome.stage)
 
 
-def culprit_of(localization: Any) -> str | None:
-    """A localization's culprit as an ``op:`` bucket key part, or None when not found."""
-    culprit = getattr(localization, "culprit", None)
+def culprit_of(localization: object) -> str | None:
+    """A localization's culprit as an ``op:`` bucket key part, or None when not
+    found (or when the localization job itself was lost: a failed TargetResult)."""
+    culprit = localization.culprit if isinstance(localization, Localization) else None
     return f"op:{culprit}" if culprit else None
 
 
@@ -200,9 +202,8 @@ class Triage:
         self.localizations += len(jobs)
         culprits: dict[int, str] = {}
         for (cluster, rep), answer in zip(reps.items(), answers):
-            record = answer.to_dict() if hasattr(answer, "to_dict") and \
-                not isinstance(answer, TargetResult) else {"method": "none",
-                                                          "note": "localization job failed"}
+            record = answer.to_dict() if isinstance(answer, Localization) else {
+                "method": "none", "note": "localization job failed"}
             record["target"] = rep
             culprit = culprit_of(answer)
             if culprit is None:
