@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
+from fuzz.engine.records import Observed
 from fuzz.store.corpus import CorpusEntry
 from fuzz.regress.replay import ReplayStatus, judge_runs
 from oracles import Verdict
@@ -26,7 +27,7 @@ def _entry(**fields: object) -> CorpusEntry:
 
 
 def _run(status: str, *now: str) -> ReplayRecord:
-    return ReplayRecord("b", "t", status, tuple(now))
+    return ReplayRecord("b", "t", Observed(status), tuple(now))
 
 
 def test_runs_are_judged_against_what_the_corpus_expects() -> None:

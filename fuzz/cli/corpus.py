@@ -18,6 +18,7 @@ from rich.table import Table
 from fuzz.cli.options import EXIT_OK, _focus, _model
 from fuzz.cli.summary import _row
 from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.engine.records import Observed
 from fuzz.model.focus import FocusError
 from fuzz.store import corpus
 from fuzz.store.corpus import CorpusError
@@ -216,4 +217,4 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
             (answer,) = pool.run([BugReportJob(str(folder), table)])
         console.print(f"repro.py: {file_bug_report(args.corpus, args.bucket, answer)}",
                       markup=False)
-    return 1 if record.status in ("still-failing", "moved") else EXIT_OK
+    return 1 if record.status in (Observed.STILL_FAILING, Observed.MOVED) else EXIT_OK

@@ -70,7 +70,7 @@ def _summary(console: Console, report: CampaignReport) -> None:
             replay.add_column(column, overflow="fold")
         for replayed in report.replays:
             _row(replay, replayed.bucket, replayed.target,
-                           replayed.status + (f" ({replayed.note})" if replayed.note else ""),
+                           replayed.status.value + (f" ({replayed.note})" if replayed.note else ""),
                            ", ".join(replayed.now) or "-", f"{replayed.seconds:.1f}")
         console.print(replay)
     verdicts = Table(title="outcomes by target and verdict")

@@ -36,7 +36,7 @@ from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
 from fuzz.engine.bugwork import BugWork
 from fuzz.engine.ledger import Ledger
-from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
+from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
 from oracles import KEY_VERSION, ReferenceFailed, TargetResult, Verdict
 from strategies.draw import ROUND, each_sample
 
@@ -253,7 +253,7 @@ class Campaign:
             self.report.replays.append(record)
             # A case that is not yet a bug report (shrinking cut short or never
             # run; a repro that does not reproduce) gets another turn here.
-            if record.status != "still-failing":
+            if record.status is not Observed.STILL_FAILING:
                 continue
             if (entry.shrink or {}).get("stopped") != "fixpoint":
                 self.bugs.unshrunk.append(entry.bucket)
@@ -266,13 +266,13 @@ class Campaign:
         began = time.monotonic()
         target = self._target(entry.target)
         if target is None or not target.availability()[0]:
-            return ReplayRecord(entry.bucket, entry.target, "skipped",
+            return ReplayRecord(entry.bucket, entry.target, Observed.SKIPPED,
                                 note=f"target {entry.target!r} is not available here")
         replay_targets = [target, *self._blame_witnesses(entry, target)]
         findings = self._run_sample(entry.sample, replay_targets, file=False)
         by_bucket = {f.bucket: f.key for f in findings}
         now = tuple(sorted(by_bucket))
-        status = "still-failing" if entry.bucket in now else "moved" if now else "fixed"
+        status = Observed.STILL_FAILING if entry.bucket in now else Observed.MOVED if now else Observed.FIXED
         note = "" if entry.key_version == KEY_VERSION else \
             f"stored with bucket-key version {entry.key_version}, now {KEY_VERSION}"
         return ReplayRecord(entry.bucket, entry.target, status, now,

@@ -6,6 +6,7 @@ the command line share them without importing the campaign."""
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from fuzz.targets.catalog import Target
 from fuzz.triage.findings import Finding
 from oracles import Tolerance
 
-__all__ = ["CampaignOptions", "CampaignReport", "ReplayRecord", "ShrinkRecord"]
+__all__ = ["CampaignOptions", "CampaignReport", "Observed", "ReplayRecord", "ShrinkRecord"]
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,22 @@ class CampaignOptions:
     focus: Focus | None = None
 
 
+class Observed(str, enum.Enum):
+    """What one replay of a stored case saw (``fuzz.regress.replay`` judges it
+    against what the corpus expects: XFAIL, XPASS, MOVED, ...)."""
+    STILL_FAILING = "still-failing"  # in its own bucket
+    MOVED = "moved"  # failing, in other buckets
+    FIXED = "fixed"  # passing on its target and the witnesses
+    SKIPPED = "skipped"  # its target is not available here
+
+
 @dataclass(frozen=True)
 class ReplayRecord:
-    """A stored case re-run: ``status`` is still-failing, fixed, moved or skipped."""
+    """A stored case re-run: ``status`` says what it did today."""
 
     bucket: str
     target: str
-    status: str
+    status: Observed
     now: tuple[str, ...] = ()  # the buckets it lands in today
     seconds: float = 0.0
     note: str = ""

@@ -27,6 +27,7 @@ from typing import Callable
 
 from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
+from fuzz.engine.records import Observed
 from fuzz.model.focus import Focus
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import Target
@@ -88,16 +89,16 @@ class ReplayResult:
 
 def judge_runs(entry: CorpusEntry, records: list[ReplayRecord]) -> ReplayStatus:
     """One status from one or more runs of a stored case (pure)."""
-    if any(r.status == "skipped" for r in records):
+    if any(r.status == Observed.SKIPPED for r in records):
         return ReplayStatus.SKIPPED
     if len({(r.status, r.now) for r in records}) > 1:
         return ReplayStatus.FLAKY
     observed = records[0]
     if entry.expect == "pass":
-        return ReplayStatus.PASS if observed.status == "fixed" else ReplayStatus.REGRESSED
-    if observed.status == "fixed":
+        return ReplayStatus.PASS if observed.status == Observed.FIXED else ReplayStatus.REGRESSED
+    if observed.status == Observed.FIXED:
         return ReplayStatus.XPASS
-    if observed.status == "still-failing" or (entry.moved_to and
+    if observed.status == Observed.STILL_FAILING or (entry.moved_to and
                                               set(observed.now) == set(entry.moved_to)):
         return ReplayStatus.XFAIL  # in its bucket, or where --update recorded it moved
     return ReplayStatus.MOVED
