@@ -203,7 +203,7 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
                               timeout_s=args.timeout, workers=1, replay=False, shrink=False)
     campaign = Campaign(options)
     record = campaign.reproduce(args.bucket)
-    console.print(f"{args.bucket}: {record.status} on {record.target}"
+    console.print(f"{args.bucket}: {record.status.value} on {record.target}"
                   + (f"; now in {', '.join(record.now)}" if record.now else "")
                   + (f" ({record.note})" if record.note else ""), markup=False, soft_wrap=True)
     for target, stages in record.timings.items():
