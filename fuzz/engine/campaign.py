@@ -149,8 +149,6 @@ class Campaign:
                                      coverage=Coverage(focus=options.focus))
         # The corpus folder as this campaign knows it: stored buckets, case sizes, filing.
         self.ledger = Ledger(options.corpus_dir)
-        self.known = self.ledger.known  # the same set: filing adds to it
-        self.stored = self.ledger.stored
         self._on_finding = on_finding
         self._on_start = on_start
         self._on_phase = on_phase
@@ -248,7 +246,7 @@ class Campaign:
 
     # -- replay -------------------------------------------------------------------
     def _replay(self) -> None:
-        for entry in self.stored:
+        for entry in self.ledger.stored:
             record = self._replay_one(entry)
             self.report.replays.append(record)
             # A case that is not yet a bug report (shrinking cut short or never
@@ -507,7 +505,7 @@ class Campaign:
             return findings
         if flight.cut:
             findings = self._witnessed(findings, flight)
-        elif flight.partial and any(f.bucket not in self.known for f in findings):
+        elif flight.partial and any(f.bucket not in self.ledger.known for f in findings):
             # Blame compares lowerings and backends: a bucket the corpus does
             # not know is only filed from a run on every target.
             self._count(results, outcomes)
@@ -518,11 +516,11 @@ class Campaign:
             return self._triage(self._answered(full), file=True)
         if sample.draws:
             self._check_draws(flight, reference, eager, results, outcomes)
-        known_before = set(self.known)
+        known_before = set(self.ledger.known)
         self.report.coverage.add(sample, outcomes, generated=flight.index is None)
         self._count(results, outcomes)
         findings = [self._confirmed(f, sample)
-                    if f.verdict is Verdict.MISMATCH and f.bucket not in self.known else f
+                    if f.verdict is Verdict.MISMATCH and f.bucket not in self.ledger.known else f
                     for f in findings]
         for finding in findings:
             finding.sample_index = flight.index if flight.index is not None else self.report.samples
@@ -600,7 +598,7 @@ class Campaign:
         not filed (the next campaign checks it on every target)."""
         kept = []
         for finding in findings:
-            if finding.bucket not in self.known and \
+            if finding.bucket not in self.ledger.known and \
                     finding.verdict in (Verdict.MISMATCH, Verdict.FLAKY):
                 self.report.cut_unfiled.append(
                     f"sample {flight.index} ({flight.sample.describe()}): a new wrong answer on "
