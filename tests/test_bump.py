@@ -165,6 +165,7 @@ def test_bad_pins_and_files_are_one_line_errors(tmp_path: Path) -> None:
         assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_bump_end_to_end_on_fake_targets(tmp_path: Path) -> None:
     """Both sides this install (no environments to build): a corpus with one
     fake bug, fuzzing finds it again, and a second fake bug the corpus lacks."""

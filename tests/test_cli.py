@@ -64,6 +64,7 @@ def test_targets_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows["fake-segfault"] == "FAKE"
 
 
+@pytest.mark.slow
 @pytest.mark.pipeline
 def test_short_campaign_stores_real_failures(tmp_path: Path) -> None:
     store = tmp_path / "corpus"

@@ -24,7 +24,7 @@ def _alive(pgid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)])
 def test_stop_signal_prints_summary_keeps_corpus_and_reaps_workers(
         tmp_path: Path, signum: int, status: int) -> None:
     store = tmp_path / "corpus"

@@ -226,6 +226,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, timeout=600, env=env)
 
 
+@pytest.mark.slow
 def test_validate_on_two_interpreters_reports_fixed_and_broken_in_every_step(
         tmp_path: Path) -> None:
     start = time.monotonic()

@@ -134,6 +134,9 @@ class BugWork:
             bucket = self._next_to_shrink()
             spent = self._shrink_spent.get(bucket, 0.0)
             turn = min(_SHRINK_TURN_S, self.options.shrink_budget_s - spent, left)
+            if turn < _MIN_SHRINK_S:  # its shrink budget is spent: report it as it is
+                self.ready_for_report(bucket)
+                continue
             record = self.shrink_one(bucket, turn)
             took = time.monotonic() - now
             self.report.shrink_s += took
@@ -207,7 +210,8 @@ class BugWork:
             if bucket in running:
                 self.stale_reports.add(bucket)
                 continue
-            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table)
+            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table,
+                               one_op_only=bucket in self.op_first)
             self.report_jobs[self.pool.submit(job)] = bucket
         self.to_report.clear()
 
@@ -242,6 +246,9 @@ class BugWork:
         the bucket is actionable); any other form sends it to shrinking."""
         repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
         if status != "reproduces" or repro.get("kind") not in SINGLE_OP_FORMS:
+            # Its first report held the one-op form only: the shrunk case
+            # gets the full report (model form, tool files).
+            self.needs_report.add(bucket)
             self.unshrunk.append(bucket)
             return
         from fuzz.triage.edits import sample_size
@@ -271,6 +278,7 @@ class BugWork:
             self.take_answers(max(0.0, until - time.monotonic()))
             if self.unshrunk:  # a one-op report that did not reproduce: shrink it now
                 self.work(until, share=None)
+                self.report_unshrunk("budget spent")  # and report it while the others finish
         # Buckets sent to shrinking by a report that came in too late for it.
         self.report_unshrunk("budget spent")
         for bucket in self.report_jobs.values():

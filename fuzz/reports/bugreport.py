@@ -31,6 +31,9 @@ class BugReportJob:
 
     folder: str
     table: dict[str, Target] | None = None
+    # The first report of an op-level bucket: the one-op form only (the
+    # tool files and a model form come with the report after shrinking).
+    one_op_only: bool = False
 
     @property
     def target_name(self) -> str:
@@ -49,7 +52,10 @@ class BugReportJob:
         if entry.target in FAKE_TARGETS:  # engine tests: nothing upstream to report
             return {"repro": {"status": "not written: FAKE target"}, "tools": {}}
         on_stage("repro")
-        repro = write_repro(folder, entry, self.table)
+        repro = write_repro(folder, entry, self.table, one_op_only=self.one_op_only)
+        if self.one_op_only and repro.status != "reproduces":
+            return {"repro": repro.to_dict(), "tools": {},
+                    "seconds": round(time.monotonic() - began, 2)}
         on_stage("tools")
         tools = write_tool_files(folder, entry, self.table)
         # Its cost: the campaign keeps room for the reports still to write.

@@ -54,10 +54,15 @@ def _lowers_one_op(entry: CorpusEntry) -> bool:
 
 
 def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
-                check: bool = True, timeout_s: float = 600) -> Repro:
+                check: bool = True, timeout_s: float = 600, one_op_only: bool = False) -> Repro:
     """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
     the single-op form when the culprit op is known and it reproduces, else
-    the model form, whose status says whether it reproduces."""
+    the model form, whose status says whether it reproduces.
+
+    ``one_op_only``: stop after the one-op form even when it does not
+    reproduce (the campaign's first report of an op-level bucket: one that
+    does not reproduce as one op is shrunk and reported again, so a model
+    form written now would be thrown away)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"folder={str(folder)!r}: not a folder; pass the entry's corpus folder")
@@ -74,12 +79,17 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         else "lowering" if _lowers_one_op(entry) else None
     if one_op is not None:
         single = _attempt(folder, entry, target, one_op, check, timeout_s)
-        if single is not None and (not check or single.status == "reproduces"):
-            return single
+        if single is not None and (not check or single.status == "reproduces" or one_op_only):
+            return single  # one op only: left as written, with its status, until the next report
+        alone = f"no {entry.culprit or entry.op} alone fails so"
+        if one_op_only:
+            return Repro(one_op, target.name, 0, f"does not reproduce: {alone}", None, "")
         _remove(folder, "arg*.npy")
         _remove(folder, "const*.npy")
-        alone = single.status if single else f"no {entry.culprit or entry.op} alone fails so"
-        tried = f" ({one_op} form: {alone})"
+        tried = f" ({one_op} form: {single.status if single else alone})"
+    elif one_op_only and tried:
+        return Repro("export", target.name, 0, "does not reproduce: " + tried.strip(" ()"),
+                     None, "")
     model = _attempt(folder, entry, target, "model", check, timeout_s)
     assert model is not None
     if tried and model.status != "reproduces":
