@@ -108,6 +108,24 @@ def test_float64_twin_computes_the_same_integers_as_eager(overrides: dict[str, A
     assert found.culprit is None and "harmless_divergence" not in found.details, found
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_weights_as_inputs_are_fed_to_the_targets_own_program(dynamic: bool) -> None:
+    # The program takes the seed's weights first (fuzz.model.recipe): fed
+    # anything else, or evaluated in float64 on other weights, every
+    # intermediate after the first layer would diverge, the healthy one too.
+    config = tiny_config(weights="inputs", **FAKE_CONFIG)
+    wrong = FakeWrongOpTarget("fake-wrong-relu", "FAKE: relu wrong", op="aten.relu.default",
+                              dynamic=dynamic)
+    assert _verdict(wrong, config) == Verdict.MISMATCH
+    found = first_divergent_op(wrong, tiny_sample(config), 0)
+    assert found.culprit == "aten.relu.default", found
+    assert found.details["max_abs_error"] == pytest.approx(0.5, abs=1e-5)
+    healthy = FakeWrongOpTarget("fake-healthy", "FAKE: corrupts nothing", op="none", dynamic=dynamic)
+    found = first_divergent_op(healthy, tiny_sample(config), 0)
+    assert found.culprit is None and "harmless_divergence" not in found.details, found
+    assert "no mismatch" in found.note
+
+
 def test_integers_are_judged_exactly_against_either_evaluation() -> None:
     from fuzz.triage.localize import _compare_exact
 

@@ -244,6 +244,8 @@ def _first_failing_batch(sample: Sample, target: IreeTarget, mlir: str) -> Batch
     """The first batch the compiled program fails on (raises, or is judged a
     mismatch). Only batches the artifact accepts count: a static program takes
     the first batch's shapes. One candidate needs no run."""
+    from fuzz.model.recipe import call_args
+
     first = sample.batches[0]
     shape = [a.shape for a in first.flat()]
     candidates = [b for b in sample.batches
@@ -257,7 +259,7 @@ def _first_failing_batch(sample: Sample, target: IreeTarget, mlir: str) -> Batch
     lead = target.leading_inputs(sample.config, sample.seed, Timer())
     for batch in candidates:
         try:
-            got = target.run(artifact, [*lead, *batch.flat()], Timer())
+            got = target.run(artifact, call_args(lead, batch.flat()), Timer())
         except StageFailure:
             return batch
         ref64, eager32 = _references(sample.config, sample.seed, batch)
@@ -282,12 +284,14 @@ def _references(config: DLRMConfig, seed: int, batch: Batch) -> tuple[np.ndarray
 def _write_run(folder: Path, entry: CorpusEntry, target: IreeTarget,
                batch: Batch) -> tuple[list[str], str]:
     """Inputs, expected output and ``run.flagfile``; returns (names, expect)."""
+    from fuzz.model.recipe import call_args
+
     ref64, eager32 = _references(entry.sample.config, entry.sample.seed, batch)
     atol, rtol = _tolerance(ref64, eager32)
-    # With weights as program inputs (fuzz.model.weights) they lead the inputs.
+    # The recipe's call arguments: weights that are program inputs lead them.
     lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
     names = [_write_bytes(folder, f"input{i}.npy", _npy(a))
-             for i, a in enumerate([*lead, *batch.flat()])]
+             for i, a in enumerate(call_args(lead, batch.flat()))]
     names.append(_write_bytes(folder, EXPECTED, _npy(ref64.astype(np.float32))))
     flags = (f"--module={MODULE}", f"--device={_device(target.driver)}", "--function=main",
              *(f"--input=@{name}" for name in names[:-1]),

@@ -124,15 +124,11 @@ class CompiledTarget(Target):
         return self.compile_program(mlir, timer, cache)
 
     def leading_inputs(self, config: DLRMConfig, seed: int, timer: Timer) -> list[np.ndarray]:
-        """What the compiled program takes before a batch: the weights of
-        ``seed`` when they are inputs (``fuzz.model.weights``), else nothing."""
-        from fuzz.model.weights import state_arrays, weights_as_inputs
+        """What the compiled program takes before a batch: the recipe's
+        (``fuzz.model.recipe.leading_inputs``), as it exported the program."""
+        from fuzz.model.recipe import leading_inputs
 
-        if not weights_as_inputs(config):
-            return []
-        from fuzz.model.dlrm import build
-
-        return timer.measure("build", lambda: state_arrays(build(config, seed)))
+        return leading_inputs(config, seed, timer.measure)
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         """Backend-specific: turn lowered MLIR text into a runnable artifact."""

@@ -97,17 +97,22 @@ class FakeWrongOpTarget(Target):
 
     def compile(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None = None) -> Any:
-        """Export the model (failing on int32 first if asked), as a real target would."""
-        from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
+        """Export the model by the one recipe (failing on int32 first if
+        asked), as a real target would."""
+        from fuzz.model.recipe import recipe
 
         if self.refuses_int32 and config.index_dtype == "int32":
             raise StageFailure("compile", "FakeCompilerError",
                                f"{self.name}: error: int32 indices are not supported")
+        return self.compile_module(*recipe(config, seed, self.dynamic, example, timer.measure),
+                                   timer, cache)
 
-        model = timer.measure("build", lambda: build(config, seed))
-        inputs = tracing_example(config) if self.dynamic else example
-        spec = dynamic_shapes(config) if self.dynamic else None
-        return self.compile_module(model, to_torch(inputs, config), spec, timer, cache)
+    def leading_inputs(self, config: DLRMConfig, seed: int, timer: Timer) -> list[np.ndarray]:
+        """The recipe's, as for a real compiled target: the program ``compile``
+        exported takes ``seed``'s weights first when they are inputs."""
+        from fuzz.model.recipe import leading_inputs
+
+        return leading_inputs(config, seed, timer.measure)
 
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:

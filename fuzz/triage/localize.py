@@ -1,16 +1,18 @@
 """Localize a numeric MISMATCH to the first divergent ATen op.
 
 A MISMATCH says the compiled model's answer is wrong, not which lowering made
-it wrong. This module exports the model the way the target does, adds every
-intermediate of the ATen graph as an extra output, compiles and runs that
-program through the target's own code path (same export, lowering, flags,
-device), and compares each intermediate with the same graph evaluated eagerly
-in float64 (with eager float32 for the tolerance slack, exactly as
-``oracles.compare`` judges final outputs). Integer and boolean intermediates
-(index arithmetic: the QR quotient's float-to-int cast, its remainder) are
-judged exactly instead, so a wrong index is blamed on the op that computed it,
-not on the ``embedding_bag`` that reads it. Walking the graph in topological
-order, the first op whose compiled value is out of tolerance is the culprit,
+it wrong. This module exports the model the way the target does (the one
+recipe, ``fuzz.model.recipe``: with weights as inputs, the seed's weights are
+the program's leading inputs), adds every intermediate of the ATen graph as
+an extra output, compiles and runs that program through the target's own
+code path (same export, lowering, flags, device), and compares each
+intermediate with the same graph evaluated eagerly in float64 (with eager
+float32 for the tolerance slack, exactly as ``oracles.compare`` judges final
+outputs). Integer and boolean intermediates (index arithmetic: the QR
+quotient's float-to-int cast, its remainder) are judged exactly instead, so a
+wrong index is blamed on the op that computed it, not on the
+``embedding_bag`` that reads it. Walking the graph in topological order, the
+first op whose compiled value is out of tolerance is the culprit,
 named by its overload plus the arguments that select its lowering, e.g.
 ``aten.embedding_bag.padding_idx[per_sample_weights]``: one bug reached from
 different configs gets one name, different ops get different names. Exposing
@@ -100,28 +102,27 @@ def _not_found(note: str, **details: Any) -> Localization:
 
 def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, timer: Timer,
               cache: ArtifactCache | None) -> Localization:
+    from fuzz.model.recipe import call_args, eager_args, leading_inputs, recipe
     from fuzz.targets import pipeline
-    from fuzz.model.dlrm import build, dynamic_shapes, to_torch, tracing_example
 
     config = sample.config
     flat = sample.batches[batch].flat()
     dynamic = bool(getattr(target, "dynamic", False))
-    export_args = to_torch(tracing_example(config) if dynamic else flat, config)
-    spec = dynamic_shapes(config) if dynamic else None
-    try:
-        model = memory_stage("build", lambda: build(config, sample.seed))
-        exported = timer.measure("export", lambda: pipeline.export(model, export_args, spec))
+    try:  # the target's own program (the one recipe), weights as inputs included
+        module, export_args, spec = recipe(config, sample.seed, dynamic, flat, memory_stage)
+        exported = timer.measure("export", lambda: pipeline.export(module, export_args, spec))
     except StageFailure as failure:
         return _toolchain_failed("exporting the model", failure)
     graph_module, probes, outputs = _instrument(exported.module())
 
-    reference = _reference(graph_module, to_torch(flat, config), config)
+    reference = _reference(graph_module, eager_args(config, sample.seed, flat, memory_stage), config)
     if isinstance(reference, str):
         return _not_found(reference)
     ref64, eager32 = reference
+    lead = leading_inputs(config, sample.seed, memory_stage)
     try:
         artifact = target.compile_module(graph_module, export_args, spec, timer, cache)
-        got = target.run(artifact, flat, timer)
+        got = target.run(artifact, call_args(lead, flat), timer)
     except StageFailure as failure:
         return _toolchain_failed("compiling the program with intermediates as outputs", failure)
     if len(got) != len(ref64):
@@ -213,13 +214,14 @@ def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: 
     import torch
 
     from fuzz.model.dlrm import build, build_reference, to_torch
+    from fuzz.model.recipe import call_args
 
     config = sample.config
     flat = sample.batches[batch].flat()
     try:
         artifact = target.compile(config, sample.seed, flat, timer, cache)
         lead = target.leading_inputs(config, sample.seed, timer)
-        got = target.run(artifact, [*lead, *flat], timer)[0]
+        got = target.run(artifact, call_args(lead, flat), timer)[0]
     except StageFailure as failure:
         return _toolchain_failed("re-checking the target's own program", failure).note
     with torch.no_grad():
@@ -308,9 +310,9 @@ def _reference(graph_module: Any, args: tuple[Any, ...],
 
     from fuzz.model.dlrm import to_numpy
 
-    def to64(value: Any) -> Any:  # float inputs (dense, per-sample weights) only
-        if isinstance(value, list):
-            return [to64(v) for v in value]
+    def to64(value: Any) -> Any:  # float inputs (dense, per-sample weights, weights) only
+        if isinstance(value, (list, tuple)):  # nested as the export's arguments are
+            return type(value)(to64(v) for v in value)
         return value.to(torch.float64) if isinstance(value, torch.Tensor) \
             and value.is_floating_point() else value
 

@@ -33,6 +33,8 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
     """One compile per (config, target): a shape-polymorphic target runs every
     batch on it; a static one runs the batches shaped like the first (the
     others stay ``None``: not checked, not failed)."""
+    from fuzz.model.recipe import call_args
+
     timer = Timer(on_stage)
     result = TargetResult(target=target.name, outputs=[None] * len(sample.batches),
                           timings=timer.seconds)
@@ -49,7 +51,7 @@ def execute(target: Target, sample: Sample, on_stage: Callable[[str], None] | No
             flat = batch.flat()
             if not target.any_shape and _shape_key(flat) != _shape_key(first):
                 continue
-            answer = target.run(artifact, [*lead, *flat], timer)
+            answer = target.run(artifact, call_args(lead, flat), timer)
             result.outputs[b] = answer[0]
             if len(answer) > 1 and getattr(target, "dtype", None) == "float64":
                 # The float64 reference also says how large rounding may be.
@@ -71,6 +73,8 @@ def _run_draws(target: Target, sample: Sample, artifact: object, lead: list[np.n
     failing batch: the campaign re-runs that draw as a sample of its own."""
     if not sample.draws or not (lead or not target.compiles_modules):
         return
+    from fuzz.model.recipe import call_args
+
     for seed in sample.draws:
         if lead:
             weights, model = target.leading_inputs(sample.config, seed, timer), artifact
@@ -80,7 +84,7 @@ def _run_draws(target: Target, sample: Sample, artifact: object, lead: list[np.n
         outputs: list[np.ndarray | None] = []
         for b, batch in enumerate(sample.batches):
             checked = result.outputs[b] is not None
-            outputs.append(target.run(model, [*weights, *batch.flat()], timer)[0]
+            outputs.append(target.run(model, call_args(weights, batch.flat()), timer)[0]
                            if checked else None)
         result.draws[seed] = outputs
 

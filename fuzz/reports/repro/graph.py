@@ -176,12 +176,13 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
     0 (after the seed's weights, where they are program inputs)."""
     import torch
 
+    from fuzz.model.recipe import call_args
     from fuzz.targets.pipeline import Timer
 
     state = _state(exported)
     lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
     flat = [torch.from_numpy(np.ascontiguousarray(a))
-            for a in [*lead, *entry.sample.batches[0].flat()]]
+            for a in call_args(lead, entry.sample.batches[0].flat())]
     inputs = [state[s.arg.name] if s.kind.name != "USER_INPUT" else flat.pop(0)
               for s in exported.graph_signature.input_specs]
     return _recorded(exported.graph_module, inputs, nodes)
@@ -260,14 +261,11 @@ def _traced(entry: CorpusEntry, target: CompiledTarget) -> tuple[Any, list[Any]]
     import torch.utils._pytree as pytree
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzz.model.weights import weights_as_inputs
-    from fuzz.targets.pipeline import Timer
+    from fuzz.model.recipe import eager_args
 
-    module, args, _ = _export_form(entry, target, dynamic=False)
-    if weights_as_inputs(entry.sample.config):  # traced on the seed's weights, as the target ran
-        lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
-        args = ([torch.from_numpy(np.ascontiguousarray(a)) for a in lead], *args[1:])
-    flat, tree = pytree.tree_flatten(args)
+    module, _, _ = _export_form(entry, target, dynamic=False)
+    sample = entry.sample  # traced on the seed's weights, as the target ran
+    flat, tree = pytree.tree_flatten(eager_args(sample.config, sample.seed, sample.batches[0].flat()))
 
     def call(*tensors: Any) -> Any:
         return module(*pytree.tree_unflatten(list(tensors), tree))
