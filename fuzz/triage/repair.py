@@ -22,15 +22,19 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from fuzz.model.config import KNOBS
 from fuzz.triage import edits
 from fuzz.model.sample import Sample
 
 __all__ = ["switch_off", "repair", "repairable"]
 
-# Feature names that are not the knob's own field name.
-_KNOB_OF = {"interaction": "arch_interaction_op", "interaction_itself": "arch_interaction_itself",
-            "qr": "qr_flag", "quantized": "quantize_bits", "md": "md_flag",
-            "clamp": "loss_threshold"}
+# The knob that switches each feature off (a knob's switch, where it has one:
+# ``qr=add`` goes with ``qr_flag``), by the feature's name before any ``=``.
+_KNOB_OF = {declared.feature: declared.switch or declared.name for declared in KNOBS.values()
+            if declared.feature is not None}
+# Features a knob shows at its default (``interaction=dot``): nothing to switch off.
+_DEFAULTS = frozenset(declared.show(declared.default) for declared in KNOBS.values()
+                      if declared.feature is not None and declared.always)
 
 
 def switch_off(sample: Sample, feature: str) -> Sample | None:
@@ -54,7 +58,7 @@ def repairable(feature: str) -> bool:
         return True
     name = feature.split("=", 1)[0]
     knob = _KNOB_OF.get(name, name)
-    return knob in edits.knobs() and feature != f"interaction={edits.knobs()['arch_interaction_op']}"
+    return knob in edits.knobs() and feature not in _DEFAULTS
 
 
 def repair(sample: Sample, features: Iterable[str]) -> tuple[Sample, tuple[str, ...]] | None:
