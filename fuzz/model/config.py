@@ -24,6 +24,7 @@ __all__ = [
     "embedding_width",
     "interaction_width",
     "InvalidConfig",
+    "InputLayout",
     "Knob",
     "knob",
     "KNOBS",
@@ -133,16 +134,22 @@ class Knob:
             return () if self.example is None else (self.example,)
         return self.values if self.switch is not None else self.others
 
+    def changes(self, value: Any) -> dict[str, Any]:
+        """The config changes that put the matrix's minimal model at ``value``
+        of this knob: the knob, its switch on, ``matrix_with``."""
+        return {self.name: value, **({self.switch: True} if self.switch else {}),
+                **dict(self.matrix_with)}
+
     def matrix_rows(self) -> dict[str, dict[str, Any]]:
         """This knob's rows of ``dlrm-fuzz matrix``: label -> config changes."""
         if self.matrix is False or (self.matrix is None and self.feature is None):
             return {}
-        rows: dict[str, dict[str, Any]] = {}
-        for value in self.turned_on():
-            label = self.matrix if isinstance(self.matrix, str) else self.show(value)
-            rows[label] = {self.name: value, **({self.switch: True} if self.switch else {}),
-                           **dict(self.matrix_with)}
-        return rows
+        return {self.matrix if isinstance(self.matrix, str) else self.show(value):
+                self.changes(value) for value in self.turned_on()}
+
+
+# The input layouts as a type of their own: presets spell theirs with it.
+InputLayout = Literal["lists", "stacked", "fixed"]
 
 
 def knob(**declared: Any) -> dict[str, Knob]:
@@ -262,7 +269,7 @@ class DLRMConfig:
         feature="padding_idx", coverage="set", example=1, extension=True))
     per_sample_weights: bool = field(default=False, metadata=knob(
         feature="per_sample_weights", extension=True))
-    input_layout: Literal["lists", "stacked", "fixed"] = field(default="lists", metadata=knob(
+    input_layout: InputLayout = field(default="lists", metadata=knob(
         feature="input_layout", extension=True))
     # How the program carries the weights (``fuzz.model.weights``): ``inline``
     # constants, as torch-mlir imports a module by default, or function

@@ -32,8 +32,8 @@ from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import Target
 from fuzz.targets.versions import recorded_versions
 
-__all__ = ["FEATURES", "Matrix", "feature_sample", "rows_in_focus", "build_matrix",
-           "matrix_markdown", "compare_matrices"]
+__all__ = ["FEATURES", "feature_rows", "Matrix", "feature_sample", "rows_in_focus",
+           "build_matrix", "matrix_markdown", "compare_matrices"]
 
 PASS = "PASS"
 
@@ -41,17 +41,21 @@ PASS = "PASS"
 _INPUT_ROWS = ("empty_bags",)
 
 
-def _rows(extension: bool) -> dict[str, dict[str, Any]]:
+def _knob_rows(extension: bool) -> dict[str, dict[str, Any]]:
     return {label: changes for declared in KNOBS.values() if declared.extension == extension
             for label, changes in declared.matrix_rows().items()}
 
 
-FEATURES: dict[str, dict[str, Any]] = {"plain": {}, **_rows(extension=False),
-                                        **{name: {} for name in _INPUT_ROWS},
-                                        **_rows(extension=True)}
-"""Row name -> config changes on the minimal DLRM (``_BASE``): each knob's
-rows as declared (``fuzz.model.config.Knob.matrix_rows``), upstream's knobs
-first, then the input rows, then the knobs beyond ``DLRM_Net``."""
+def feature_rows() -> dict[str, dict[str, Any]]:
+    """Row name -> config changes on the minimal DLRM (``_BASE``): each knob's
+    rows as declared (``fuzz.model.config.Knob.matrix_rows``), upstream's
+    knobs first, then the input rows, then the knobs beyond ``DLRM_Net``."""
+    return {"plain": {}, **_knob_rows(extension=False), **{name: {} for name in _INPUT_ROWS},
+            **_knob_rows(extension=True)}
+
+
+FEATURES: dict[str, dict[str, Any]] = feature_rows()
+"""The matrix's rows (``feature_rows``), in the order the table prints them."""
 
 _BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
 

@@ -28,13 +28,15 @@ from fuzz.model.sample import Sample
 
 __all__ = ["switch_off", "repair", "repairable"]
 
-# The knob that switches each feature off (a knob's switch, where it has one:
-# ``qr=add`` goes with ``qr_flag``), by the feature's name before any ``=``.
-_KNOB_OF = {declared.feature: declared.switch or declared.name for declared in KNOBS.values()
-            if declared.feature is not None}
-# Features a knob shows at its default (``interaction=dot``): nothing to switch off.
-_DEFAULTS = frozenset(declared.show(declared.default) for declared in KNOBS.values()
-                      if declared.feature is not None and declared.always)
+def _knob_of(feature: str) -> str | None:
+    """The knob that switches ``feature`` off, as declared (``KNOBS``): the one
+    showing it, or that one's switch (``qr=add`` goes with ``qr_flag``); a
+    field's own name stands for itself. ``None`` for what no knob names."""
+    name = feature.split("=", 1)[0]
+    for declared in KNOBS.values():
+        if declared.feature == name:
+            return declared.switch or declared.name
+    return name if name in KNOBS else None
 
 
 def switch_off(sample: Sample, feature: str) -> Sample | None:
@@ -42,9 +44,8 @@ def switch_off(sample: Sample, feature: str) -> Sample | None:
     ``None`` when it cannot be switched off (a default, or an invalid config)."""
     if feature == "empty_bags":
         return edits.fill_empty_bags(sample)
-    name = feature.split("=", 1)[0]
-    knob = _KNOB_OF.get(name, name)
-    if knob not in edits.knobs():
+    knob = _knob_of(feature)
+    if knob is None:
         return None
     fixed = edits.knob_to_default(sample, knob)
     if fixed is None or feature in fixed.features():
@@ -53,12 +54,14 @@ def switch_off(sample: Sample, feature: str) -> Sample | None:
 
 
 def repairable(feature: str) -> bool:
-    """Whether ``feature`` names something a repair could switch off at all."""
+    """Whether ``feature`` names something a repair could switch off at all
+    (not what a knob shows at its default, such as ``interaction=dot``)."""
     if feature == "empty_bags":
         return True
-    name = feature.split("=", 1)[0]
-    knob = _KNOB_OF.get(name, name)
-    return knob in edits.knobs() and feature not in _DEFAULTS
+    at_default = any(declared.always and declared.feature is not None
+                     and declared.show(declared.default) == feature
+                     for declared in KNOBS.values())
+    return _knob_of(feature) is not None and not at_default
 
 
 def repair(sample: Sample, features: Iterable[str]) -> tuple[Sample, tuple[str, ...]] | None:
