@@ -20,7 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.model.config import KNOBS, DLRMConfig, embedding_width, interaction_width
+from fuzz.model.config import (KNOBS, DLRMConfig, config_with, embedding_width,
+                               interaction_width)
 from fuzz.model.shapes import SHAPE_CLASSES, ConfigLimits
 
 __all__ = ["ConfigLimits", "dlrm_configs", "SHAPE_CLASSES", "shape_classes"]
@@ -159,13 +160,28 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     # much weaker: the weight draws that come with inputs add choices, and a
     # float16 failure no longer shrank to one table. Hypothesis' first draws
     # favour the shrink target, so a campaign's first samples lean inline.)
-    # Drawn last, so it shifts no other draw.
+    # Drawn last of the knobs drawn here, so it shifts no other draw.
     inline, *as_inputs = _choices("weights")
     weights = draw(st.integers(0, 3).map(
         lambda i: inline if i == 0 else as_inputs[i % len(as_inputs)]))
-    return DLRMConfig(
+    chosen: dict[str, Any] = dict(
         m_spa=m_spa, ln_emb=ln_emb, ln_bot=ln_bot, ln_top=ln_top,
         sigmoid_bot=sigmoid_bot, sigmoid_top=sigmoid_top, weights=weights, **knobs)
+    return _the_rest(draw, DLRMConfig(**chosen), set(chosen))
+
+
+def _the_rest(draw: Any, config: DLRMConfig, drawn: set[str]) -> DLRMConfig:
+    """``config`` with every choice knob that neither the draws above nor a
+    table path they skipped decided (a knob declared since) drawn from its
+    declared values, in field order, after every other draw (so it shifts
+    none), and left at its default where the config cannot run the value.
+    Today every knob is drawn above: this draws nothing."""
+    for declared in KNOBS.values():
+        if declared.name in drawn or declared.path is not None or declared.values is None:
+            continue
+        value = draw(st.sampled_from(declared.values))
+        config = config_with(config, **{declared.name: value}) or config
+    return config
 
 
 def dlrm_configs(limits: ConfigLimits | None = None) -> st.SearchStrategy[DLRMConfig]:

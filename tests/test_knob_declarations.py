@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from hypothesis import find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from fuzz.engine.coverage import knob_values
 from fuzz.model.config import KNOBS, STRUCTURE, DLRMConfig, InvalidConfig, Knob, config_with, knobs
@@ -26,6 +28,7 @@ from fuzz.model.sample import Sample
 from fuzz.regress.matrix import FEATURES, feature_rows, feature_sample
 from fuzz.triage import ablate, repair
 from strategies import dlrm_configs
+from strategies.configs import _the_rest
 from strategies.draw import draw_samples
 from tests.helpers import tiny_config
 
@@ -98,6 +101,24 @@ def test_the_strategies_draw_every_declared_value() -> None:
     drawn = {(name, getattr(sample.config, name)) for sample in draw_samples(80, seed=0)
              for name in KNOBS}
     assert wanted - drawn == set()
+
+
+def test_a_knob_no_hand_written_draw_decides_is_drawn_from_its_declaration() -> None:
+    """What a knob declared without a draw in ``strategies/configs.py`` gets:
+    its declared values, kept where the config can run them."""
+    @st.composite
+    def undecided(draw: Any, name: str, base: DLRMConfig) -> DLRMConfig:
+        return _the_rest(draw, base, set(KNOBS) - {name})
+
+    found = find(undecided("dtype", tiny_config()), lambda c: c.dtype == "bfloat16",
+                 settings=settings(database=None))
+    assert found.dtype == "bfloat16"
+    quantized = tiny_config(quantize_bits=8)  # runs float32 only
+    assert find(undecided("dtype", quantized), lambda c: True,
+                settings=settings(database=None)) == quantized
+    with pytest.raises(NoSuchExample):
+        find(undecided("dtype", quantized), lambda c: c.dtype != "float32",
+             settings=settings(database=None, max_examples=50))
 
 
 def test_a_value_added_to_a_declaration_is_validated_drawn_and_named(

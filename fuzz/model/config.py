@@ -58,11 +58,12 @@ class Knob:
     included), ``(False, True)`` for a ``bool``, or given as ``values=`` for a
     type that cannot say them; ``None`` for an open setting (an int, a float).
 
-    ``Sample.features()`` shows the knob as ``feature`` (``feature=value`` for
-    a choice of more than true/false): when it is away from its default,
-    always with ``always``, only while ``feature_when`` (field, value) holds,
-    and for a ``path`` (a ``table_kind``) when some table takes that path,
-    whatever the value. ``switch``: the flag without which the knob means
+    ``path``: the table kind (``table_kind``) whose code the knob sets (the
+    strategies draw it with that path only). ``Sample.features()`` shows the
+    knob as ``feature`` (``feature=value`` for a choice of more than
+    true/false): when it is away from its default, always with ``always``,
+    only while ``feature_when`` (field, value) holds, and for a ``path`` when
+    some table takes that path, whatever the value. ``switch``: the flag without which the knob means
     nothing (coverage counts it only with the flag on, the matrix and repairs
     switch the flag). Ablation switches every knob back to its default, named
     ``name=value`` when it has more than two values, else ``name``.
@@ -245,14 +246,14 @@ class DLRMConfig:
     weighted_pooling: Literal["fixed", "learned"] | None = field(default=None, metadata=knob(
         feature="weighted_pooling"))
     # QR tables show as qr=<operation> (below), so the flag is no feature of its own.
-    qr_flag: bool = field(default=False, metadata=knob())
+    qr_flag: bool = field(default=False, metadata=knob(path="qr"))
     qr_operation: Literal["mult", "add", "concat"] = field(default="mult", metadata=knob(
         feature="qr", path="qr", switch="qr_flag", matrix_with=(("qr_threshold", 4),)))
-    qr_collisions: int = field(default=4, metadata=knob(coverage=None))
-    qr_threshold: int = field(default=200, metadata=knob(coverage=None))
+    qr_collisions: int = field(default=4, metadata=knob(path="qr", coverage=None))
+    qr_threshold: int = field(default=200, metadata=knob(path="qr", coverage=None))
     md_flag: bool = field(default=False, metadata=knob(
         feature="md", path="md", matrix_with=(("md_threshold", 4), ("m_spa", (2, 4)))))
-    md_threshold: int = field(default=200, metadata=knob(coverage=None))
+    md_threshold: int = field(default=200, metadata=knob(path="md", coverage=None))
     quantize_bits: int = field(default=32, metadata=knob(
         values=(32, 8, 4), feature="quantized", path="quantized"))
     index_dtype: Literal["int64", "int32"] = field(default="int64", metadata=knob(
