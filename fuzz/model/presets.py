@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
 from fuzz.model.config import DLRMConfig, InputLayout, config_with, interaction_width
 from fuzz.model.focus import FocusError
 

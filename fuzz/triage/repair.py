@@ -28,6 +28,7 @@ from fuzz.model.sample import Sample
 
 __all__ = ["switch_off", "repair", "repairable"]
 
+
 def _knob_of(feature: str) -> str | None:
     """The knob that switches ``feature`` off, as declared (``KNOBS``): the one
     showing it, or that one's switch (``qr=add`` goes with ``qr_flag``); a
