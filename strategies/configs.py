@@ -20,11 +20,17 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.model.config import DLRMConfig, embedding_width, interaction_width
+from fuzz.model.config import (KNOBS, DLRMConfig, config_with, embedding_width,
+                               interaction_width)
 from fuzz.model.shapes import SHAPE_CLASSES, ConfigLimits
 
 __all__ = ["ConfigLimits", "dlrm_configs", "SHAPE_CLASSES", "shape_classes"]
 
+
+def _choices(name: str) -> tuple[Any, ...]:
+    """Knob ``name``'s values, default first, as ``DLRMConfig`` declares them:
+    a value added to a knob is drawn without an edit here."""
+    return KNOBS[name].choices
 
 
 # Weights of the classes in generation, as slots of an integer draw that
@@ -70,7 +76,7 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     knobs: dict[str, Any] = {}
     m_spa: int | tuple[int, ...] = draw(st.integers(1, limits.max_width))
     if path == "qr":
-        operation = draw(st.sampled_from(["mult", "add", "concat"]))
+        operation = draw(st.sampled_from(_choices("qr_operation")))
         if huge:
             # A QR table past 2^24 rows (every table, with concat), with
             # thousands of collisions so both halves stay small to compile.
@@ -91,7 +97,7 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
                                     min_size=len(ln_emb), max_size=len(ln_emb))))
         knobs.update(md_flag=True, md_threshold=draw(st.integers(0, limits.max_rows)))
     elif path == "quantized":
-        bits = draw(st.sampled_from([8, 4]))
+        bits = draw(st.sampled_from(_choices("quantize_bits")[1:]))
         if bits == 4:
             m_spa = 2 * draw(st.integers(1, max(limits.max_width // 2, 1)))
         knobs.update(quantize_bits=bits)
@@ -99,18 +105,19 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     # (so shrinking one never shifts the draws of the others), then the ones
     # the choices above cannot run with fall back to their defaults (see
     # DLRMConfig's checks): constructive, nothing is rejected.
-    layout = draw(st.sampled_from(["lists", "stacked", "fixed"]))
-    pooling = draw(_mostly("sum", "mean", "max"))
-    weighted = draw(st.sampled_from([None, "fixed", "learned"]))
+    layout = draw(st.sampled_from(_choices("input_layout")))
+    pooling = draw(_mostly(*_choices("pooling")))
+    weighted = draw(st.sampled_from(_choices("weighted_pooling")))
     weights_in = draw(_rare(True, False))
     last = draw(_mostly(False, True))
     # Plain tables only (a quarter of the paths): half of those get a padding row.
     padding = draw(st.none()) if not draw(_mostly(False, True)) \
         else draw(st.integers(0, limits.max_rows - 1))
-    dtype = draw(st.sampled_from(["float32", "float16", "bfloat16"]))
+    dtype = draw(st.sampled_from(_choices("dtype")))
     # Upstream's MLP quantization never gets past torch.export today: rare.
-    quantize_mlp = draw(st.sampled_from(["qint8", "float16"])) if draw(_rare(True, False)) \
-        else "none"
+    no_mlp_quantization, *quantized_mlps = _choices("quantize_mlp")
+    quantize_mlp = draw(st.sampled_from(quantized_mlps)) if draw(_rare(True, False)) \
+        else no_mlp_quantization
     if path not in ("plain", "qr"):
         pooling = "sum"
     if layout == "fixed":
@@ -134,8 +141,8 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
         padding_idx=padding % min(ln_emb) if padding is not None and path == "plain" else None,
         dtype=dtype,
         quantize_mlp=quantize_mlp,
-        index_dtype=draw(st.sampled_from(["int64", "int32"])),
-        arch_interaction_op=draw(st.sampled_from(["dot", "cat"])),
+        index_dtype=draw(st.sampled_from(_choices("index_dtype"))),
+        arch_interaction_op=draw(st.sampled_from(_choices("arch_interaction_op"))),
         arch_interaction_itself=draw(st.booleans()),
         loss_threshold=draw(st.one_of(st.just(0.0), st.floats(1e-6, 0.2))),
     )
@@ -153,11 +160,28 @@ def _configs(draw: Any, limits: ConfigLimits) -> DLRMConfig:
     # much weaker: the weight draws that come with inputs add choices, and a
     # float16 failure no longer shrank to one table. Hypothesis' first draws
     # favour the shrink target, so a campaign's first samples lean inline.)
-    # Drawn last, so it shifts no other draw.
-    weights = draw(st.integers(0, 3).map(lambda i: "inline" if i == 0 else "inputs"))
-    return DLRMConfig(
+    # Drawn last of the knobs drawn here, so it shifts no other draw.
+    inline, *as_inputs = _choices("weights")
+    weights = draw(st.integers(0, 3).map(
+        lambda i: inline if i == 0 else as_inputs[i % len(as_inputs)]))
+    chosen: dict[str, Any] = dict(
         m_spa=m_spa, ln_emb=ln_emb, ln_bot=ln_bot, ln_top=ln_top,
         sigmoid_bot=sigmoid_bot, sigmoid_top=sigmoid_top, weights=weights, **knobs)
+    return _the_rest(draw, DLRMConfig(**chosen), set(chosen))
+
+
+def _the_rest(draw: Any, config: DLRMConfig, drawn: set[str]) -> DLRMConfig:
+    """``config`` with every choice knob that neither the draws above nor a
+    table path they skipped decided (a knob declared since) drawn from its
+    declared values, in field order, after every other draw (so it shifts
+    none), and left at its default where the config cannot run the value.
+    Today every knob is drawn above: this draws nothing."""
+    for declared in KNOBS.values():
+        if declared.name in drawn or declared.path is not None or declared.values is None:
+            continue
+        value = draw(st.sampled_from(declared.values))
+        config = config_with(config, **{declared.name: value}) or config
+    return config
 
 
 def dlrm_configs(limits: ConfigLimits | None = None) -> st.SearchStrategy[DLRMConfig]:

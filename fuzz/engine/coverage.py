@@ -6,21 +6,21 @@ target tests no lowering at all; one that never compiles tests no backend. So
 for every sample we count its knob values once under "generated", and under
 each stage that at least one target got *through* (exported, lowered,
 compiled, ran) and whether at least one target answered right ("passed").
-Knob values are read generically from ``DLRMConfig``'s fields (choices,
-switches and optional settings; sizes are summarized as a shape class), so a
-new knob appears in the table without this module changing. The input edge
+Knob values are counted as each knob's declaration says
+(``fuzz.model.config.KNOBS``: choices and switches by value, optional
+settings as set or not, sizes not at all but as the shape class), so a new
+knob appears in the table without this module changing. The input edge
 cases are ``fuzz.model.focus.INPUT_CLASSES``; with a focus, a ``focus`` row
 counts the samples inside its region (all generated ones, by construction).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
-from fuzz.model.config import DLRMConfig
+from fuzz.model.config import KNOBS, DLRMConfig, Knob
 from fuzz.model.focus import INPUT_CLASSES, Focus, shape_class
 from fuzz.model.sample import Sample
 from oracles.results import Stage
@@ -35,36 +35,26 @@ _STAGES = (Stage.EXPORT, Stage.IMPORT, Stage.COMPILE, Stage.RUN)
 FOCUS_ROW = "focus (every pin, input and shape)"
 COLUMNS = ("generated", "exported", "lowered", "compiled", "ran", "passed")
 
-# Sizes and thresholds: summarized by shape_class, or as on/off below.
-_SIZE_FIELDS = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "qr_collisions",
-                          "qr_threshold", "md_threshold", "schema"})
-# Integer fields whose values are a small set of choices.
-_CHOICE_INTS = frozenset({"quantize_bits"})
-# Fields that only mean something when their switch is on.
-_ONLY_WITH = {"qr_operation": "qr_flag"}
-def _knob(name: str, value: Any, config: DLRMConfig) -> str | None:
-    if name in _SIZE_FIELDS:
+
+def _knob(declared: Knob, config: DLRMConfig) -> str | None:
+    """The row one knob of ``config`` counts in, as its declaration says."""
+    if declared.coverage is None:
         return None
-    switch = _ONLY_WITH.get(name)
-    if switch is not None and not getattr(config, switch):
+    if declared.switch is not None and not getattr(config, declared.switch):
         return None
-    if name in ("sigmoid_bot", "sigmoid_top"):
-        return f"{name}={'off' if value == -1 else 'on'}"
-    if name == "loss_threshold":
-        return f"clamp={'on' if value else 'off'}"
-    if value is None or isinstance(value, (bool, str)) or name in _CHOICE_INTS:
-        return f"{name}={value}"
-    if isinstance(value, int):  # an optional index-like setting (e.g. a padding row)
-        return f"{name}=set"
-    return None
+    label, value = declared.coverage_label or declared.name, getattr(config, declared.name)
+    if declared.coverage == "on/off":
+        return f"{label}={'off' if value == declared.default else 'on'}"
+    if declared.coverage == "set":
+        return f"{label}={value if value == declared.default else 'set'}"
+    return f"{label}={value}"
 
 
 def knob_values(sample: Sample) -> list[str]:
     """``name=value`` for every knob of the sample's config, its shape class,
     and the input edge cases it holds (empty bags, a batch of one, ...)."""
     config = sample.config
-    found = [knob for f in dataclasses.fields(config)
-             if (knob := _knob(f.name, getattr(config, f.name), config)) is not None]
+    found = [row for declared in KNOBS.values() if (row := _knob(declared, config)) is not None]
     found.append(f"shape={shape_class(sample)}")
     found.extend(f"input={name}" for name, (_, holds) in INPUT_CLASSES.items() if holds(sample))
     return found

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import math
 import numbers
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,6 +24,10 @@ __all__ = [
     "embedding_width",
     "interaction_width",
     "InvalidConfig",
+    "InputLayout",
+    "Knob",
+    "knob",
+    "KNOBS",
     "INTERACTION_OPS",
     "QR_OPERATIONS",
     "WEIGHTED_POOLING",
@@ -39,16 +45,119 @@ __all__ = [
     "config_with",
 ]
 
-INTERACTION_OPS = ("dot", "cat")
-QR_OPERATIONS = ("mult", "add", "concat")
-WEIGHTED_POOLING = (None, "fixed", "learned")
-QUANTIZE_BITS = (32, 8, 4)
-INDEX_DTYPES = ("int64", "int32")
-DTYPES = ("float32", "float16", "bfloat16")
-QUANTIZE_MLP = ("none", "qint8", "float16")
-POOLINGS = ("sum", "mean", "max")
-INPUT_LAYOUTS = ("lists", "stacked", "fixed")
-WEIGHT_FORMS = ("inline", "inputs")
+
+@dataclass(frozen=True)
+class Knob:
+    """Everything dlrm-fuzz knows about one ``DLRMConfig`` knob, declared once
+    on its field (``field(default=..., metadata=knob(...))``) and read from
+    ``KNOBS`` by whatever validates, names, draws, counts or switches knobs,
+    so that a new knob is one field here (and its code path in ``dlrm.py``).
+
+    ``name``, ``default`` and ``values`` come from the field: the allowed
+    values, default first, are the field's ``Literal`` annotation (``| None``
+    included), ``(False, True)`` for a ``bool``, or given as ``values=`` for a
+    type that cannot say them; ``None`` for an open setting (an int, a float).
+
+    ``path``: the table kind (``table_kind``) whose code the knob sets (the
+    strategies draw it with that path only). ``Sample.features()`` shows the
+    knob as ``feature`` (``feature=value`` for a choice of more than
+    true/false): when it is away from its default, always with ``always``,
+    only while ``feature_when`` (field, value) holds, and for a ``path`` when
+    some table takes that path, whatever the value. ``switch``: the flag without which the knob means
+    nothing (coverage counts it only with the flag on, the matrix and repairs
+    switch the flag). Ablation switches every knob back to its default, named
+    ``name=value`` when it has more than two values, else ``name``.
+    ``coverage``: how the end-of-campaign table counts it (``value``:
+    ``name=value``; ``on/off``: away from the default or not; ``set``: a
+    value given or not; ``None``: a size, not counted), as ``coverage_label``
+    when given. ``matrix``: whether ``dlrm-fuzz matrix`` has rows for it
+    (``None``: when it is a feature; a string: the label of its one row),
+    one per value that turns it on (``example`` for an open setting; with a
+    ``switch``, every value, the switch on), with ``matrix_with`` set too.
+    ``extension``: beyond ``DLRM_Net``'s constructor (the matrix lists
+    upstream's own knobs, then the input rows, then these)."""
+
+    name: str = ""
+    default: Any = None
+    values: tuple[Any, ...] | None = None
+    feature: str | None = None
+    always: bool = False
+    feature_when: tuple[str, Any] | None = None
+    path: str | None = None
+    switch: str | None = None
+    coverage: Literal["value", "on/off", "set"] | None = "value"
+    coverage_label: str | None = None
+    matrix: bool | str | None = None
+    example: Any = None
+    matrix_with: tuple[tuple[str, Any], ...] = ()
+    extension: bool = False
+
+    @property
+    def valued(self) -> bool:
+        """Whether the knob is named with its value: a choice beyond true/false."""
+        return self.values is not None and self.values != (False, True)
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """The allowed values of a choice knob, default first (``TypeError`` for
+        an open setting, which has none to list)."""
+        if self.values is None:
+            raise TypeError(f"{self.name} is an open setting: it has no list of values")
+        return self.values
+
+    @property
+    def others(self) -> tuple[Any, ...]:
+        """The allowed values but the default (empty for an open setting)."""
+        return tuple(v for v in self.values or () if v != self.default)
+
+    def show(self, value: Any) -> str:
+        """How ``value`` of this knob reads as a feature (or matrix row)."""
+        label = self.feature or self.name
+        return f"{label}={value}" if self.valued else label
+
+    def feature_of(self, config: DLRMConfig) -> str | None:
+        """The string this knob adds to ``Sample.features()`` for ``config``, if any."""
+        if self.feature is None:
+            return None
+        if self.feature_when is not None \
+                and getattr(config, self.feature_when[0]) != self.feature_when[1]:
+            return None
+        value = getattr(config, self.name)
+        if self.path is not None:
+            on = any(config.table_kind(k) == self.path for k in range(config.num_tables))
+        else:
+            on = self.always or value != self.default
+        return self.show(value) if on else None
+
+    def turned_on(self) -> tuple[Any, ...]:
+        """The values that switch the knob on, one matrix row each."""
+        if self.values is None:
+            return () if self.example is None else (self.example,)
+        return self.values if self.switch is not None else self.others
+
+    def changes(self, value: Any) -> dict[str, Any]:
+        """The config changes that put the matrix's minimal model at ``value``
+        of this knob: the knob, its switch on, ``matrix_with``."""
+        return {self.name: value, **({self.switch: True} if self.switch else {}),
+                **dict(self.matrix_with)}
+
+    def matrix_rows(self) -> dict[str, dict[str, Any]]:
+        """This knob's rows of ``dlrm-fuzz matrix``: label -> config changes."""
+        if self.matrix is False or (self.matrix is None and self.feature is None):
+            return {}
+        return {self.matrix if isinstance(self.matrix, str) else self.show(value):
+                self.changes(value) for value in self.turned_on()}
+
+
+# The input layouts as a type of their own: presets spell theirs with it.
+InputLayout = Literal["lists", "stacked", "fixed"]
+
+
+def knob(**declared: Any) -> dict[str, Knob]:
+    """A field's knob declaration, as ``field(metadata=knob(...))`` takes it
+    (the arguments are ``Knob``'s; name, default and, from the annotation,
+    values are filled in by ``KNOBS``)."""
+    return {"knob": Knob(**declared)}
 
 
 def embedding_width(m_spa: int | tuple[int, ...], qr_concat: bool) -> int:
@@ -113,37 +222,61 @@ class DLRMConfig:
     handed in with the indices rather than gathered from ``v_W_l``). Their
     defaults are today's model, so a config JSON written before they existed
     loads unchanged.
+
+    Every knob's field declares, with ``knob(...)``, what the rest of
+    dlrm-fuzz derives from it (allowed values, feature name, ablation,
+    coverage, matrix rows: ``Knob``); the fields without one are sizes or
+    bookkeeping (``STRUCTURE``).
     """
 
     m_spa: int | tuple[int, ...]
     ln_emb: tuple[int, ...]
     ln_bot: tuple[int, ...]
     ln_top: tuple[int, ...]
-    arch_interaction_op: Literal["dot", "cat"] = "dot"
-    arch_interaction_itself: bool = False
-    sigmoid_bot: int = -1
-    sigmoid_top: int = -1
-    loss_threshold: float = 0.0
-    weighted_pooling: Literal["fixed", "learned"] | None = None
-    qr_flag: bool = False
-    qr_operation: Literal["mult", "add", "concat"] = "mult"
-    qr_collisions: int = 4
-    qr_threshold: int = 200
-    md_flag: bool = False
-    md_threshold: int = 200
-    quantize_bits: int = 32
-    index_dtype: Literal["int64", "int32"] = "int64"
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    quantize_mlp: Literal["none", "qint8", "float16"] = "none"
-    pooling: Literal["sum", "mean", "max"] = "sum"
-    include_last_offset: bool = False
-    padding_idx: int | None = None
-    per_sample_weights: bool = False
-    input_layout: Literal["lists", "stacked", "fixed"] = "lists"
+    arch_interaction_op: Literal["dot", "cat"] = field(default="dot", metadata=knob(
+        feature="interaction", always=True))
+    # Self-interaction adds the diagonal pairs of the dot product; cat ignores it.
+    arch_interaction_itself: bool = field(default=False, metadata=knob(
+        feature="interaction_itself", feature_when=("arch_interaction_op", "dot")))
+    sigmoid_bot: int = field(default=-1, metadata=knob(coverage="on/off", matrix=True, example=0))
+    sigmoid_top: int = field(default=-1, metadata=knob(coverage="on/off", matrix=True, example=0))
+    loss_threshold: float = field(default=0.0, metadata=knob(
+        feature="clamp", coverage="on/off", coverage_label="clamp",
+        matrix="clamp (loss_threshold)", example=0.01))
+    weighted_pooling: Literal["fixed", "learned"] | None = field(default=None, metadata=knob(
+        feature="weighted_pooling"))
+    # QR tables show as qr=<operation> (below), so the flag is no feature of its own.
+    qr_flag: bool = field(default=False, metadata=knob(path="qr"))
+    qr_operation: Literal["mult", "add", "concat"] = field(default="mult", metadata=knob(
+        feature="qr", path="qr", switch="qr_flag", matrix_with=(("qr_threshold", 4),)))
+    qr_collisions: int = field(default=4, metadata=knob(path="qr", coverage=None))
+    qr_threshold: int = field(default=200, metadata=knob(path="qr", coverage=None))
+    md_flag: bool = field(default=False, metadata=knob(
+        feature="md", path="md", matrix_with=(("md_threshold", 4), ("m_spa", (2, 4)))))
+    md_threshold: int = field(default=200, metadata=knob(path="md", coverage=None))
+    quantize_bits: int = field(default=32, metadata=knob(
+        values=(32, 8, 4), feature="quantized", path="quantized"))
+    index_dtype: Literal["int64", "int32"] = field(default="int64", metadata=knob(
+        feature="index_dtype"))
+    dtype: Literal["float32", "float16", "bfloat16"] = field(default="float32", metadata=knob(
+        feature="dtype", extension=True))
+    quantize_mlp: Literal["none", "qint8", "float16"] = field(default="none", metadata=knob(
+        feature="quantize_mlp", extension=True))
+    pooling: Literal["sum", "mean", "max"] = field(default="sum", metadata=knob(
+        feature="pooling", extension=True))
+    include_last_offset: bool = field(default=False, metadata=knob(
+        feature="include_last_offset", extension=True))
+    padding_idx: int | None = field(default=None, metadata=knob(
+        feature="padding_idx", coverage="set", example=1, extension=True))
+    per_sample_weights: bool = field(default=False, metadata=knob(
+        feature="per_sample_weights", extension=True))
+    input_layout: InputLayout = field(default="lists", metadata=knob(
+        feature="input_layout", extension=True))
     # How the program carries the weights (``fuzz.model.weights``): ``inline``
     # constants, as torch-mlir imports a module by default, or function
     # ``inputs`` (one compiled program for every weight draw and table size).
-    weights: Literal["inline", "inputs"] = "inline"
+    # No feature: the export form, not a code path of the model.
+    weights: Literal["inline", "inputs"] = field(default="inline", metadata=knob(extension=True))
     # Not a DLRM_Net argument: lets a JSON file say which schema it follows.
     schema: int = field(default=1, repr=False)
 
@@ -169,25 +302,14 @@ class DLRMConfig:
         self._check_widths()
 
     def _check_choices(self) -> None:
-        choices: list[tuple[str, tuple[Any, ...]]] = [
-            ("arch_interaction_op", INTERACTION_OPS),
-            ("weighted_pooling", WEIGHTED_POOLING),
-            ("qr_operation", QR_OPERATIONS),
-            ("quantize_bits", QUANTIZE_BITS),
-            ("index_dtype", INDEX_DTYPES),
-            ("dtype", DTYPES),
-            ("quantize_mlp", QUANTIZE_MLP),
-            ("pooling", POOLINGS),
-            ("input_layout", INPUT_LAYOUTS),
-            ("weights", WEIGHT_FORMS),
-        ]
-        for name, allowed in choices:
-            if getattr(self, name) not in allowed:
-                raise _fail(name, getattr(self, name), f"must be one of {list(allowed)}")
-        for name in ("arch_interaction_itself", "qr_flag", "md_flag", "include_last_offset",
-                     "per_sample_weights"):
-            if not isinstance(getattr(self, name), bool):
-                raise _fail(name, getattr(self, name), "must be true or false")
+        for declared in KNOBS.values():
+            value = getattr(self, declared.name)
+            if declared.valued and value not in declared.choices:
+                raise _fail(declared.name, value, f"must be one of {list(declared.choices)}")
+        for declared in KNOBS.values():
+            value = getattr(self, declared.name)
+            if declared.values == (False, True) and not isinstance(value, bool):
+                raise _fail(declared.name, value, "must be true or false")
         for name in ("qr_threshold", "md_threshold", "sigmoid_bot", "sigmoid_top"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -395,17 +517,68 @@ def weights_as_inputs(config: DLRMConfig) -> bool:
         and config.quantize_bits == 32 and config.quantize_mlp == "none"
 
 
+def _allowed(hint: Any, declared: Knob, default: Any) -> tuple[Any, ...] | None:
+    """A knob's allowed values, default first: declared, or read off its
+    annotation (a ``Literal``, optionally ``| None``; ``bool``)."""
+    if declared.values is not None:
+        return declared.values
+    if hint is bool:
+        return (False, True)
+    parts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) \
+        else (hint,)
+    values: list[Any] = []
+    for part in parts:
+        if typing.get_origin(part) is Literal:
+            values.extend(typing.get_args(part))
+        elif part is type(None):
+            values.append(None)
+        else:
+            return None  # an open setting: an int, a float, an optional index
+    return (default, *(v for v in values if v != default))
+
+
+def _declared_knobs() -> dict[str, Knob]:
+    """The fields' declarations completed; a declaration whose default is not
+    its first value stops the import (every reader takes values default first)."""
+    hints = typing.get_type_hints(DLRMConfig)
+    out: dict[str, Knob] = {}
+    for f in dataclasses.fields(DLRMConfig):
+        if "knob" not in f.metadata:
+            continue
+        values = _allowed(hints[f.name], f.metadata["knob"], f.default)
+        if values is not None and values[0] != f.default:
+            raise TypeError(f"DLRMConfig.{f.name}: values={values!r} must start at the "
+                            f"default {f.default!r}")
+        out[f.name] = dataclasses.replace(f.metadata["knob"], name=f.name, default=f.default,
+                                          values=values)
+    return out
+
+
+KNOBS: dict[str, Knob] = _declared_knobs()
+"""Every knob of ``DLRMConfig`` in field order, as declared on its field."""
+
 # Fields of DLRMConfig that are structure (sizes shrunk by their own edits) or
-# bookkeeping, not on/off knobs. Everything else with a default is a knob.
-STRUCTURE = frozenset({"m_spa", "ln_emb", "ln_bot", "ln_top", "schema"})
+# bookkeeping, not knobs: the fields declared without ``knob(...)``.
+STRUCTURE = frozenset(f.name for f in dataclasses.fields(DLRMConfig) if f.name not in KNOBS)
+
+
+# The allowed values of the choice knobs, by their old names (read from KNOBS).
+INTERACTION_OPS = KNOBS["arch_interaction_op"].choices
+QR_OPERATIONS = KNOBS["qr_operation"].choices
+WEIGHTED_POOLING = KNOBS["weighted_pooling"].choices
+QUANTIZE_BITS = KNOBS["quantize_bits"].choices
+INDEX_DTYPES = KNOBS["index_dtype"].choices
+DTYPES = KNOBS["dtype"].choices
+QUANTIZE_MLP = KNOBS["quantize_mlp"].choices
+POOLINGS = KNOBS["pooling"].choices
+INPUT_LAYOUTS = KNOBS["input_layout"].choices
+WEIGHT_FORMS = KNOBS["weights"].choices
 
 
 def knobs() -> dict[str, Any]:
-    """Every knob of ``DLRMConfig`` with its default, read from the dataclass so
-    that a knob added to the config is shrunk, ablated and focused without code
-    elsewhere."""
-    return {f.name: f.default for f in dataclasses.fields(DLRMConfig)
-            if f.name not in STRUCTURE and f.default is not dataclasses.MISSING}
+    """Every knob of ``DLRMConfig`` with its default (``KNOBS``), so that a knob
+    added to the config is shrunk, ablated and focused without code elsewhere."""
+    return {name: declared.default for name, declared in KNOBS.items()}
 
 
 def with_derived_widths(values: dict[str, Any]) -> dict[str, Any]:

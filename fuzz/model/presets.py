@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
-from fuzz.model.config import DLRMConfig, config_with, interaction_width
+from fuzz.model.config import DLRMConfig, InputLayout, config_with, interaction_width
 from fuzz.model.focus import FocusError
 
 __all__ = ["Preset", "PRESETS", "preset_config", "scale_rows"]
@@ -54,7 +53,7 @@ class Preset:
     ln_emb: tuple[int, ...]
     arch_mlp_bot: tuple[int, ...]
     arch_mlp_top: tuple[int, ...]
-    input_layout: Literal["lists", "stacked", "fixed"]
+    input_layout: InputLayout
     mini_batch_size: int
 
     def config(self) -> DLRMConfig:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.model.config import DLRMConfig, INPUT_LAYOUTS
+from fuzz.model.config import INPUT_LAYOUTS, KNOBS, DLRMConfig
 
 __all__ = ["Batch", "Sample", "InvalidSample", "qr_quotient", "top_index"]
 
@@ -230,36 +230,14 @@ class Sample:
     def features(self) -> list[str]:
         """The code-path switches this sample turns on, as sorted short strings
         (recorded with a finding; the coarsest mismatch key, used only when
-        localization and ablation both fail)."""
+        localization and ablation both fail): each knob as its declaration
+        says (``fuzz.model.config.Knob``), and empty bags."""
         config = self.config
-        found = {f"interaction={config.arch_interaction_op}"}
-        if config.arch_interaction_op == "dot" and config.arch_interaction_itself:
-            found.add("interaction_itself")
-        if config.weighted_pooling:
-            found.add(f"weighted_pooling={config.weighted_pooling}")
-        for k in range(config.num_tables):
-            kind = config.table_kind(k)
-            if kind == "qr":
-                found.add(f"qr={config.qr_operation}")
-            elif kind == "quantized":
-                found.add(f"quantized={config.quantize_bits}")
-            elif kind == "md":
-                found.add("md")
-        if config.index_dtype != "int64":
-            found.add(f"index_dtype={config.index_dtype}")
-        for name in ("dtype", "quantize_mlp", "pooling", "input_layout"):
-            if getattr(config, name) != getattr(DLRMConfig, name):
-                found.add(f"{name}={getattr(config, name)}")
-        for name in ("include_last_offset", "per_sample_weights"):
-            if getattr(config, name):
-                found.add(name)
-        if config.padding_idx is not None:
-            found.add("padding_idx")
+        found = {shown for declared in KNOBS.values()
+                 if (shown := declared.feature_of(config)) is not None}
         if any((batch.bag_lengths(k) == 0).any() for batch in self.batches
                for k in range(config.num_tables)):
             found.add("empty_bags")
-        if 0.0 < config.loss_threshold < 1.0:
-            found.add("clamp")
         return sorted(found)
 
     def reduction_length(self) -> int:

@@ -3,9 +3,11 @@
 bucket it fails in. It is how a developer validating a lowering works: run it
 before and after the change and compare (``--against old.json``).
 
-Features are declared in one visible table (``FEATURES``); each row is a
-minimal two-table DLRM with one thing switched on, checked over a few weight
-seeds, every cell triaged exactly as a campaign would (same buckets).
+Features are one table (``FEATURES``), built from the knobs' declarations
+(``fuzz.model.config.KNOBS``: a row per value that turns a knob on); each
+row is a minimal two-table DLRM with one thing switched on, checked over a
+few weight seeds, every cell triaged exactly as a campaign would (same
+buckets).
 
 A lowering change touches one feature, so the matrix can be cut to a region
 (``--focus``, as ``fuzz.model.focus``): only the rows whose sample lies inside
@@ -23,49 +25,37 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fuzz.engine.campaign import Campaign, CampaignOptions
-from fuzz.model.config import DLRMConfig
+from fuzz.model.config import KNOBS, DLRMConfig
 from fuzz.model.focus import Focus
 from fuzz.triage.edits import config_with
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import Target
 from fuzz.targets.versions import recorded_versions
 
-__all__ = ["FEATURES", "Matrix", "feature_sample", "rows_in_focus", "build_matrix",
-           "matrix_markdown", "compare_matrices"]
+__all__ = ["FEATURES", "feature_rows", "Matrix", "feature_sample", "rows_in_focus",
+           "build_matrix", "matrix_markdown", "compare_matrices"]
 
 PASS = "PASS"
 
-# name -> config changes on the minimal DLRM (``_BASE``); "empty_bags" is a
-# property of the inputs, not of the config.
-FEATURES: dict[str, dict[str, Any]] = {
-    "plain": {},
-    "interaction=cat": {"arch_interaction_op": "cat"},
-    "interaction_itself": {"arch_interaction_itself": True},
-    "sigmoid_bot": {"sigmoid_bot": 0},
-    "sigmoid_top": {"sigmoid_top": 0},
-    "clamp (loss_threshold)": {"loss_threshold": 0.01},
-    "weighted_pooling=fixed": {"weighted_pooling": "fixed"},
-    "weighted_pooling=learned": {"weighted_pooling": "learned"},
-    "qr=mult": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "mult"},
-    "qr=add": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "add"},
-    "qr=concat": {"qr_flag": True, "qr_threshold": 4, "qr_operation": "concat"},
-    "md": {"md_flag": True, "md_threshold": 4, "m_spa": (2, 4)},
-    "quantized=8": {"quantize_bits": 8},
-    "quantized=4": {"quantize_bits": 4},
-    "index_dtype=int32": {"index_dtype": "int32"},
-    "empty_bags": {},
-    "dtype=float16": {"dtype": "float16"},
-    "dtype=bfloat16": {"dtype": "bfloat16"},
-    "quantize_mlp=qint8": {"quantize_mlp": "qint8"},
-    "quantize_mlp=float16": {"quantize_mlp": "float16"},
-    "pooling=mean": {"pooling": "mean"},
-    "pooling=max": {"pooling": "max"},
-    "include_last_offset": {"include_last_offset": True},
-    "padding_idx": {"padding_idx": 1},
-    "per_sample_weights": {"per_sample_weights": True},
-    "input_layout=stacked": {"input_layout": "stacked"},
-    "input_layout=fixed": {"input_layout": "fixed"},
-}
+# Rows for what the inputs do, no knob: the same config as "plain".
+_INPUT_ROWS = ("empty_bags",)
+
+
+def _knob_rows(extension: bool) -> dict[str, dict[str, Any]]:
+    return {label: changes for declared in KNOBS.values() if declared.extension == extension
+            for label, changes in declared.matrix_rows().items()}
+
+
+def feature_rows() -> dict[str, dict[str, Any]]:
+    """Row name -> config changes on the minimal DLRM (``_BASE``): each knob's
+    rows as declared (``fuzz.model.config.Knob.matrix_rows``), upstream's
+    knobs first, then the input rows, then the knobs beyond ``DLRM_Net``."""
+    return {"plain": {}, **_knob_rows(extension=False), **{name: {} for name in _INPUT_ROWS},
+            **_knob_rows(extension=True)}
+
+
+FEATURES: dict[str, dict[str, Any]] = feature_rows()
+"""The matrix's rows (``feature_rows``), in the order the table prints them."""
 
 _BASE = DLRMConfig(m_spa=4, ln_emb=(8, 12), ln_bot=(3, 4), ln_top=(7, 1))
 

@@ -9,8 +9,9 @@ batches of several shapes). Switching a feature off is an edit from
 disappear is kept in the minimal set, any other is switched off for good.
 
 Naming: a knob is named by its field (``qr_flag``, ``sigmoid_top``,
-``index_dtype``) unless it is an enumerated choice with more than two values,
-where each non-default value is its own code path and the name carries it
+``index_dtype``) unless it is an enumerated choice with more than two values
+(as ``fuzz.model.config.KNOBS`` declares them), where each non-default value
+is its own code path and the name carries it
 (``weighted_pooling=learned``, ``qr_operation=concat``, ``quantize_bits=4``).
 Fixed and learned pooling weights do compile differently (a constant buffer
 folded into the program vs. a parameter passed in), so they are kept apart;
@@ -20,48 +21,21 @@ folded into the program vs. a parameter passed in), so they are kept apart;
 from __future__ import annotations
 
 import time
-import types
-import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 from fuzz.triage import edits
-from fuzz.model.config import QUANTIZE_BITS, DLRMConfig
+from fuzz.model.config import KNOBS
 from fuzz.triage.edits import Edit
 from fuzz.model.sample import Sample
 from fuzz.triage.shrink import check_reducer_arguments
 
 __all__ = ["features", "ablate", "Ablation", "family", "SAMPLE_FEATURES"]
 
-# Enumerated knobs whose type is a plain int, so their choices cannot be read
-# off a Literal annotation.
-_INT_CHOICES: dict[str, tuple[Any, ...]] = {"quantize_bits": QUANTIZE_BITS}
-
-
-def _choices(name: str) -> tuple[Any, ...] | None:
-    """The values knob ``name`` may take, when it is an enumerated choice (a
-    ``Literal`` annotation, optionally ``| None``); ``None`` for open values."""
-    if name in _INT_CHOICES:
-        return _INT_CHOICES[name]
-    hint = typing.get_type_hints(DLRMConfig)[name]
-    parts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) \
-        else (hint,)
-    if not any(typing.get_origin(part) is Literal for part in parts):
-        return None
-    values: list[Any] = []
-    for part in parts:
-        if typing.get_origin(part) is Literal:
-            values.extend(typing.get_args(part))
-        elif part is type(None):
-            values.append(None)
-        else:
-            return None
-    return tuple(values)
-
 
 def _name(knob: str, value: Any) -> str:
-    choices = _choices(knob)
-    return f"{knob}={value}" if choices is not None and len(choices) > 2 else knob
+    values = KNOBS[knob].values
+    return f"{knob}={value}" if values is not None and len(values) > 2 else knob
 
 
 def family(name: str) -> str:

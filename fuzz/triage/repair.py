@@ -22,15 +22,22 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from fuzz.model.config import KNOBS
 from fuzz.triage import edits
 from fuzz.model.sample import Sample
 
 __all__ = ["switch_off", "repair", "repairable"]
 
-# Feature names that are not the knob's own field name.
-_KNOB_OF = {"interaction": "arch_interaction_op", "interaction_itself": "arch_interaction_itself",
-            "qr": "qr_flag", "quantized": "quantize_bits", "md": "md_flag",
-            "clamp": "loss_threshold"}
+
+def _knob_of(feature: str) -> str | None:
+    """The knob that switches ``feature`` off, as declared (``KNOBS``): the one
+    showing it, or that one's switch (``qr=add`` goes with ``qr_flag``); a
+    field's own name stands for itself. ``None`` for what no knob names."""
+    name = feature.split("=", 1)[0]
+    for declared in KNOBS.values():
+        if declared.feature == name:
+            return declared.switch or declared.name
+    return name if name in KNOBS else None
 
 
 def switch_off(sample: Sample, feature: str) -> Sample | None:
@@ -38,9 +45,8 @@ def switch_off(sample: Sample, feature: str) -> Sample | None:
     ``None`` when it cannot be switched off (a default, or an invalid config)."""
     if feature == "empty_bags":
         return edits.fill_empty_bags(sample)
-    name = feature.split("=", 1)[0]
-    knob = _KNOB_OF.get(name, name)
-    if knob not in edits.knobs():
+    knob = _knob_of(feature)
+    if knob is None:
         return None
     fixed = edits.knob_to_default(sample, knob)
     if fixed is None or feature in fixed.features():
@@ -49,12 +55,14 @@ def switch_off(sample: Sample, feature: str) -> Sample | None:
 
 
 def repairable(feature: str) -> bool:
-    """Whether ``feature`` names something a repair could switch off at all."""
+    """Whether ``feature`` names something a repair could switch off at all
+    (not what a knob shows at its default, such as ``interaction=dot``)."""
     if feature == "empty_bags":
         return True
-    name = feature.split("=", 1)[0]
-    knob = _KNOB_OF.get(name, name)
-    return knob in edits.knobs() and feature != f"interaction={edits.knobs()['arch_interaction_op']}"
+    at_default = any(declared.always and declared.feature is not None
+                     and declared.show(declared.default) == feature
+                     for declared in KNOBS.values())
+    return _knob_of(feature) is not None and not at_default
 
 
 def repair(sample: Sample, features: Iterable[str]) -> tuple[Sample, tuple[str, ...]] | None:
