@@ -311,7 +311,9 @@ def test_a_case_whose_bug_is_absent_gives_a_repro_that_exits_0(no_fuzz_python: s
         (tmp_path / "first").mkdir()
         first = write_repro(tmp_path / "first", entry, timeout_s=300, one_op_only=True)
         assert first.kind == "single-op" and first.status.startswith("does not reproduce"), first
-        assert "class Op(" in (tmp_path / "first" / "repro.py").read_text()  # no model form after it
+        # No op of the sample fails so: nothing written, no model form after it
+        # (the shrunk case's report writes that).
+        assert not (tmp_path / "first" / "repro.py").exists()
     repro = write_repro(tmp_path, entry, timeout_s=300)
     assert repro.exit_code == 0, repro
     assert repro.status.startswith("does not reproduce"), repro.status
