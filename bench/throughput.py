@@ -8,12 +8,15 @@
 3. A campaign replayed against a warm artifact cache versus cold. Aim: warm
    >= 10x faster.
 4. Samples checked (sent to at least one target) per minute over the
-   default targets, the old engine (a barrier
-   after each sample, every sample to every target, weights inline: one
-   compile per weight seed, an export and import per output type) vs today's
-   (no barrier, the scheduler, weights as inputs for most samples, one
-   export and import per shape mode), each of seeds 1-3 on both, same
-   budget, cold cache. Aim: >= 3x.
+   default targets, the old engine (a barrier after each sample, every
+   sample to every target, weights inline: one compile per weight seed, an
+   export and import per output type) vs today's (no barrier, the
+   scheduler, weights as inputs for most samples, one export and import per
+   shape mode), each of seeds 1-3 on both, same budget, cold cache. Aim:
+   >= 3x. The old engine is the product at the git tag ``old-engine`` (the
+   last commit with its switches; ``--old-rev`` picks another), unpacked
+   with ``git archive`` and run in a subprocess: today's product has no
+   such switches. A clone without the tag needs ``git fetch --tags``.
 5. Time to the first discovery of each bucket over seeds 1..3 (today's
    engine): median and max per bucket.
 6. Busy fraction of today's engine: job seconds / (wall seconds x workers).
@@ -27,17 +30,28 @@
    trip, memory): python bench/ray_overhead.py.
 
 Usage: python bench/throughput.py [--seconds 60] [--samples 4] [--targets a,b]
-       [--campaign 180] [--skip 1,2,3,8]
+       [--campaign 180] [--skip 1,2,3,8] [--old-rev old-engine]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+# The checkout this script belongs to: today's engine, and the git repository
+# the old engine's tree is taken from.
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def ratio(a: float, b: float) -> float:
@@ -100,44 +114,118 @@ def campaign_seconds(cache_dir: Path | None, samples: int, targets: tuple[str, .
     return time.perf_counter() - start, report.samples
 
 
-def engine_campaign(budget_s: float, seed: int, targets: tuple[str, ...] | None, root: Path,
-                    old: bool, ray: str | None = None) -> dict:
-    """One generation-only campaign, fresh corpus and cold cache; the summary.
-    ``ray``: workers as actors of a Ray cluster (``"local"``: started here)."""
+@dataclass(frozen=True)
+class Engine:
+    """An engine figures 4-6 and 8 measure: the product in ``tree`` run with
+    the campaign options ``policy``. The old engine is a policy of an old
+    tree (switches today's product no longer has), so the bench, not the
+    product, carries it."""
+
+    name: str  # "old" or "new", as the figures call them
+    tree: Path
+    policy: dict[str, object] = field(default_factory=dict)
+
+
+# Today's engine with the scheduler on (its default is off: see CampaignOptions).
+TODAY = Engine("new", CHECKOUT, {"schedule": True})
+# The options the old tree's CampaignOptions took to run as before this engine.
+OLD_POLICY: dict[str, object] = {"schedule": False, "barrier": True, "inline_weights": True,
+                                 "shared_import": False}
+
+
+def commit_of(rev: str) -> str:
+    """The commit ``rev`` names in this checkout's repository; exits with the
+    fix when it has none (a shallow clone, or one made without tags)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                              cwd=CHECKOUT, capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit("bench/throughput.py: git is not installed; the old engine is measured from "
+                 f"the git rev {rev!r}")
+    if done.returncode != 0:
+        sys.exit(f"bench/throughput.py: no git rev {rev!r} in {CHECKOUT} (a shallow clone or one "
+                 f"without tags?): run `git fetch --tags` (or pass --old-rev REV, or --skip 4)")
+    return done.stdout.strip()
+
+
+def unpack(commit: str, into: Path) -> Path:
+    """The tree of ``commit`` written under ``into`` by ``git archive``: no
+    worktree or checkout of the repository is touched."""
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=CHECKOUT,
+                             capture_output=True, check=True).stdout
+    tree = into / f"tree-{commit[:12]}"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def engine_campaign(engine: Engine, budget_s: float, seed: int, targets: tuple[str, ...] | None,
+                    root: Path, ray: str | None = None) -> dict:
+    """One generation-only campaign of ``engine``, fresh corpus and cold
+    cache; the summary. It runs in a fresh interpreter (this one, this
+    script) whose PYTHONPATH is the engine's tree, so each engine imports its
+    own product. ``ray``: workers as actors of a Ray cluster (``"local"``:
+    started there)."""
+    tag = f"{engine.name}-{seed}{'-ray' if ray else ''}"
+    spec = {"tree": str(engine.tree),
+            "options": {"budget_s": budget_s, "seed": seed, "corpus_dir": str(root / f"corpus-{tag}"),
+                        "targets": targets, "workers": 2, "cache_dir": str(root / f"cache-{tag}"),
+                        "replay": False, "shrink": False, "report": False, "ray": ray,
+                        **engine.policy}}
+    spec_path, out_path = root / f"spec-{tag}.json", root / f"summary-{tag}.json"
+    spec_path.write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, __file__, "--one-campaign", str(spec_path), str(out_path)],
+                          env={**os.environ, "PYTHONPATH": str(engine.tree)})
+    if done.returncode != 0:
+        sys.exit(f"bench/throughput.py: the {engine.name} engine's campaign (seed {seed}, "
+                 f"{engine.tree}) exited with status {done.returncode}")
+    return json.loads(out_path.read_text())
+
+
+def one_campaign(spec_path: Path, out_path: Path) -> None:
+    """The child of ``engine_campaign``: run the campaign the spec describes
+    with the product on PYTHONPATH and write its summary as JSON."""
+    import fuzz
     from fuzz.engine.campaign import CampaignOptions, run_campaign
 
-    tag = f"{'old' if old else 'new'}-{seed}{'-ray' if ray else ''}"
-    options = CampaignOptions(budget_s=budget_s, seed=seed, corpus_dir=root / f"corpus-{tag}",
-                              targets=targets, workers=2, cache_dir=root / f"cache-{tag}",
-                              replay=False, shrink=False, report=False,
-                              schedule=not old, barrier=old, inline_weights=old,
-                              shared_import=not old, ray=ray)
-    report = run_campaign(options)
+    spec = json.loads(spec_path.read_text())
+    # An editable install ahead of PYTHONPATH would measure the wrong tree.
+    imported = Path(fuzz.__file__).resolve()
+    if not imported.is_relative_to(Path(spec["tree"]).resolve()):
+        sys.exit(f"bench/throughput.py: fuzz imported from {imported}, not from {spec['tree']}")
+    options = dict(spec["options"])
+    options["targets"] = tuple(options["targets"]) if options["targets"] else None
+    for name in ("corpus_dir", "cache_dir"):
+        options[name] = Path(options[name])
+    report = run_campaign(CampaignOptions(**options))
     summary = report.summary()
     summary["stage_seconds"] = dict(report.stage_seconds)
     summary["samples_per_minute"] = ratio(report.samples, report.elapsed_s) * 60
     # A sample the scheduler sent to no target was generated, not checked.
     summary["checked_per_minute"] = ratio(report.samples - report.unscheduled,
                                           report.elapsed_s) * 60
-    return summary
+    out_path.write_text(json.dumps(summary))
 
 
-def engines(budget_s: float, targets: tuple[str, ...] | None) -> None:
+def engines(budget_s: float, targets: tuple[str, ...] | None, old_rev: str, commit: str) -> None:
+    """Figures 4-6: the old engine (the product at ``old_rev``, which names
+    ``commit``) and today's on seeds 1-3, same budget each."""
     import statistics
 
     seeds = (1, 2, 3)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
+        old_engine = Engine("old", unpack(commit, root), OLD_POLICY)
         # Each seed on both engines: streams differ in how many samples lower
         # everywhere (the costly ones), so a ratio only means something per seed.
-        old = [engine_campaign(budget_s, seed, targets, root, old=True) for seed in seeds]
-        new = [engine_campaign(budget_s, seed, targets, root, old=False) for seed in seeds]
+        old = [engine_campaign(old_engine, budget_s, seed, targets, root) for seed in seeds]
+        new = [engine_campaign(TODAY, budget_s, seed, targets, root) for seed in seeds]
     for o, n in zip(old, new):
         n["ratio"] = ratio(n["checked_per_minute"], o["checked_per_minute"])
         n["generated_ratio"] = ratio(n["samples_per_minute"], o["samples_per_minute"])
     print(f"4. samples checked (run on at least one target) per minute over "
-          f"{len(new[0]['targets'])} targets, {budget_s:.0f}s per campaign, old engine vs "
-          f"today's on the same seed; aim >= 3x")
+          f"{len(new[0]['targets'])} targets, {budget_s:.0f}s per campaign, old engine "
+          f"({old_rev} = {commit[:9]}) vs today's on the same seed; aim >= 3x")
     for seed, o, n in zip(seeds, old, new):
         print(f"   seed {seed}: old {o['checked_per_minute']:.1f} ({o['samples']} samples), today's "
               f"{n['checked_per_minute']:.1f} ({n['samples'] - n['unscheduled']} checked of "
@@ -183,8 +271,8 @@ def ray_against_local(budget_s: float, targets: tuple[str, ...] | None) -> None:
         return
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        local = engine_campaign(budget_s, 1, targets, root, old=False)
-        ray = engine_campaign(budget_s, 1, targets, root, old=False, ray="local")
+        local = engine_campaign(TODAY, budget_s, 1, targets, root)
+        ray = engine_campaign(TODAY, budget_s, 1, targets, root, ray="local")
     print(f"8. --ray local (2-CPU cluster) vs the local pool, seed 1, {budget_s:.0f}s each: "
           f"samples checked per minute {ray['checked_per_minute']:.1f} vs "
           f"{local['checked_per_minute']:.1f} (ratio {ratio(ray['checked_per_minute'], local['checked_per_minute']):.2f}), "
@@ -240,13 +328,23 @@ def main() -> None:
     parser.add_argument("--campaign", type=float, default=180.0,
                         help="budget of each campaign in figures 4-6 (seconds)")
     parser.add_argument("--skip", default="", help="figures to skip, e.g. 1,2,3")
+    parser.add_argument("--old-rev", default="old-engine",
+                        help="git rev whose product is the old engine of figures 4-6 "
+                             "(default: the tag old-engine; a clone without it: git fetch --tags)")
+    parser.add_argument("--one-campaign", nargs=2, type=Path, metavar=("SPEC", "OUT"),
+                        help=argparse.SUPPRESS)  # engine_campaign's child
     args = parser.parse_args()
+    if args.one_campaign:
+        one_campaign(*args.one_campaign)
+        return
     targets = tuple(args.targets.split(",")) if args.targets else None
     skip = set(args.skip.split(",")) - {""}
+    # A missing rev fails now, not after figure 7.
+    old_commit = commit_of(args.old_rev) if "4" not in skip else ""
     if "7" not in skip:
         table_size_compile_seconds()
     if "4" not in skip:
-        engines(args.campaign, targets)
+        engines(args.campaign, targets, args.old_rev, old_commit)
     if "8" not in skip:
         ray_against_local(args.campaign, targets)
     if {"1", "2", "3"} <= skip:

@@ -89,12 +89,11 @@ def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> Non
                if k.startswith("dtype=")) == 30
 
 
-def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
+def test_a_generated_sample_is_submitted_with_its_weights_form_and_draws(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The benchmark's "before" (bench/throughput.py figure 4): with
-    ``barrier`` and ``inline_weights`` every sample is submitted alone, with
-    its weights inline and no extra draws; without them the same stream's
-    weights-as-inputs samples keep their form and draws."""
+    """The campaign sends each generated sample as drawn: a weights-as-inputs
+    sample keeps its form and its extra weight draws (none is inlined on the
+    way), and an inline one stays inline."""
     import fuzz.engine.campaign
     from fuzz.engine.campaign import Campaign
     from tests.helpers import tiny_config, tiny_sample
@@ -109,26 +108,18 @@ def test_the_old_engine_switches_inline_every_weight_and_wait_for_each_sample(
 
     monkeypatch.setattr(fuzz.engine.campaign, "each_sample", fixed_stream)
     submit = Campaign._submit
+    seen: list[tuple[str, int]] = []
 
-    def record(old: bool) -> list[tuple[str, int, int]]:
-        seen: list[tuple[str, int, int]] = []
+    def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
+        if index is not None:
+            seen.append((sample.config.weights, len(sample.draws)))
+        return submit(self, sample, targets, index)
 
-        def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
-            if index is not None:
-                seen.append((sample.config.weights, len(sample.draws), len(self._flights)))
-            return submit(self, sample, targets, index)
-
-        monkeypatch.setattr(Campaign, "_submit", spy)
-        run_campaign(CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / f"c{old}",
-                                     targets=("fake-ok",), workers=2, shrink=False,
-                                     replay=False, report=False, barrier=old,
-                                     inline_weights=old, schedule=not old))
-        return seen
-
-    old, new = record(True), record(False)
-    assert [(w, d) for w, d, _ in old] == [("inline", 0)] * 6
-    assert all(busy == 0 for _, _, busy in old)  # submitted alone
-    assert [(w, d) for w, d, _ in new] == [("inputs", 2), ("inline", 0)] * 3
+    monkeypatch.setattr(Campaign, "_submit", spy)
+    run_campaign(CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
+                                 targets=("fake-ok",), workers=2, shrink=False,
+                                 replay=False, report=False, schedule=True))
+    assert seen == [("inputs", 2), ("inline", 0)] * 3
 
 
 def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
@@ -223,15 +214,6 @@ def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
     assert "MemoryError" in report.skipped[0]
     assert report.outcomes[("fake-ok", "PASS")] == 1 and report.findings == []
     assert report.summary()["skipped"] == report.skipped
-
-
-def test_the_old_engine_switch_gives_each_output_type_its_own_import(tmp_path: Path) -> None:
-    from fuzz.engine.campaign import Campaign
-
-    for shared in (True, False):
-        campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "c", targets=("iree-cpu", "iree-tosa"),
-                                            shared_import=shared))
-        assert [t.shared_import for t in campaign.targets] == [shared, shared]  # type: ignore[attr-defined]
 
 
 @pytest.mark.pipeline

@@ -30,7 +30,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.engine.interrupt import Interrupted, stop_signals
 from fuzz.model.sample import Sample
 from fuzz.engine.schedule import Planned, Scheduler
-from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, Target, available_targets,
+from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, Target, available_targets,
                           resolve_targets)
 from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
@@ -141,9 +141,6 @@ class Campaign:
                             check_available=True)
         else:
             self.targets = resolve_targets(names, self.table, check_available=True)
-        if not options.shared_import:
-            self.targets = [dataclasses.replace(t, shared_import=False)
-                            if isinstance(t, CompiledTarget) else t for t in self.targets]
         self.references = resolve_targets([REFERENCE, EAGER])
         self.report = CampaignReport(targets=[t.name for t in self.targets],
                                      coverage=Coverage(focus=options.focus))
@@ -339,17 +336,11 @@ class Campaign:
             if time.monotonic() >= deadline:
                 raise _BudgetSpent
             self.report.samples += 1
-            if options.inline_weights:
-                sample = dataclasses.replace(
-                    sample, config=dataclasses.replace(sample.config, weights="inline"), draws=())
             self._dispatch(sample)
             # No barrier: the next sample's jobs are queued while this one's
             # slowest targets still run; wait only while every worker has work
             # (a follower waiting for its leader is no work yet).
             assert self.pool is not None
-            if options.barrier:
-                while self.pool.pending or self._flights:
-                    self._drain()
             while self.pool.runnable > self.pool.slots:
                 self._drain()
             self.bugs.work(deadline)
@@ -396,9 +387,8 @@ class Campaign:
         # A follower of a generated sample starts once its leader has cached
         # what they share: other samples keep the workers busy meanwhile. A
         # sample checked alone (replay, shrink, matrix, a confirm run) would
-        # leave a worker idle instead, and the old engine shares nothing.
-        wait = self.options.shared_import and index is not None
-        follows = leaders(ordered) if wait else [None] * len(ordered)
+        # leave a worker idle instead.
+        follows = leaders(ordered) if index is not None else [None] * len(ordered)
         tickets: list[int] = []
         for position, target in enumerate(self.references + ordered):
             leader = follows[position - 2] if position >= 2 else None

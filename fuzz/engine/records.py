@@ -52,14 +52,6 @@ class CampaignOptions:
     # default: on bench/discovery.py (3 seeds x 10 min) it found fewer distinct
     # and fewer wrong-answer buckets than every sample to every target.
     schedule: bool = False
-    # Finish each sample before the next starts (the old engine; for benchmarks).
-    barrier: bool = False
-    # Every sample's weights inline, no extra weight draws: one compile per
-    # weight seed, as before weights could be inputs (for benchmarks).
-    inline_weights: bool = False
-    # One export and import per shape mode, shared by every output type; off:
-    # each output type exports and imports on its own (for benchmarks).
-    shared_import: bool = True
     # Workers as Ray actors (fuzz/raypool.py): "local", "auto" or HOST:PORT.
     ray: str | None = None
     ray_gpu_workers: int = 0

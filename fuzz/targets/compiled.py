@@ -30,9 +30,6 @@ class CompiledTarget(Target):
 
     output_type: str = "linalg-on-tensors"
     dynamic: bool = False
-    # Share one export and import to Torch Backend IR with the other output
-    # types of this shape mode (off: the path before it, for benchmarks).
-    shared_import: bool = True
 
     @property
     def any_shape(self) -> bool:
@@ -102,8 +99,8 @@ class CompiledTarget(Target):
             return torch_ir
 
         def lower() -> str:
-            if not self.shared_import:
-                return self.lower_module(*exportable(), timer)
+            # One export and import to Torch Backend IR per shape mode, shared
+            # by every output type; then this output type's own lowering.
             torch_ir = _through_cache(cache, cache_key("torch-program", *program), to_torch_ir)
             assert isinstance(torch_ir, str)
             if "raw" not in kept and cache is not None:  # a cached import: its raw text, if kept
@@ -136,8 +133,9 @@ class CompiledTarget(Target):
 
     def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                      timer: Timer) -> str:
-        """torch.export then torch-mlir to ``output_type``: the one path every
-        program of this target takes to MLIR (the model's own, via ``lowered``)."""
+        """torch.export then torch-mlir to ``output_type`` in one go: the path
+        of a module that is not the model (a localized piece); the model's
+        own (``lowered``) shares its export and import across output types."""
         from fuzz.targets import pipeline
 
         exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
