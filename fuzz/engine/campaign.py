@@ -36,7 +36,8 @@ from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
 from fuzz.engine.bugwork import BugWork
 from fuzz.engine.ledger import Ledger
-from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
+from fuzz.engine.records import (CampaignOptions, CampaignReport, Observed, Phase, ReplayRecord,
+                                 ShrinkRecord)
 from oracles import KEY_VERSION, ReferenceFailed, TargetResult, Verdict
 from strategies.draw import ROUND, each_sample
 
@@ -126,7 +127,7 @@ class Campaign:
     def __init__(self, options: CampaignOptions,
                  on_finding: Callable[[Finding, CampaignReport], None] | None = None,
                  on_start: Callable[[list[Target]], None] | None = None,
-                 on_phase: Callable[[str, CampaignReport], None] | None = None,
+                 on_phase: Callable[[Phase, CampaignReport], None] | None = None,
                  on_progress: Callable[[CampaignReport], None] | None = None) -> None:
         self.options = options
         self.table = options.table if options.table is not None else TARGETS
@@ -158,7 +159,7 @@ class Campaign:
         # generated samples waiting to be triaged, oldest first.
         self._open: dict[int, tuple[_InFlight, int]] = {}
         self._flights: list[_InFlight] = []
-        self._phase_name = "start"
+        self._phase_name = Phase.START
         self.scheduler = Scheduler(seed=options.seed) if options.schedule else None
         # Shrinking and bug reports beside generation (fuzz/engine/bugwork.py).
         self.bugs = BugWork(options, self.report, pool=lambda: self.pool, triage=lambda: self.triage,
@@ -182,14 +183,14 @@ class Campaign:
                     deadline = time.monotonic() + options.budget_s
                     try:
                         if options.replay:
-                            self._phase("replay", self._replay)
+                            self._phase(Phase.REPLAY, self._replay)
                         # Shrinking may use the finish phase too, less
                         # what the reports not yet written will need.
                         self.bugs.finish_by = deadline + options.finish_s
-                        self._phase("generate", lambda: self._generate(deadline))
+                        self._phase(Phase.GENERATE, lambda: self._generate(deadline))
                         # The bound counts from the end of the budget: the
                         # last samples in flight, checked after it, use it too.
-                        self._phase("finish", lambda: self.bugs.finish(
+                        self._phase(Phase.FINISH, lambda: self.bugs.finish(
                             max(self.bugs.finish_by, time.monotonic() + _LAST_WAIT_S)))
                     except HarnessError as exc:
                         # A bug of ours (or a lost cluster) ends the campaign,
@@ -220,7 +221,7 @@ class Campaign:
                        cache_dir=options.cache_dir, cache_mb=options.cache_mb,
                        address=options.ray, gpu_workers=options.ray_gpu_workers)
 
-    def _phase(self, name: str, body: Callable[[], None]) -> None:
+    def _phase(self, name: Phase, body: Callable[[], None]) -> None:
         self._phase_name = name
         if self._on_phase is not None:
             self._on_phase(name, self.report)

@@ -17,7 +17,18 @@ from fuzz.targets.catalog import Target
 from fuzz.triage.findings import Finding
 from oracles import Tolerance
 
-__all__ = ["CampaignOptions", "CampaignReport", "Observed", "ReplayRecord", "ShrinkRecord"]
+__all__ = ["CampaignOptions", "CampaignReport", "Observed", "Phase", "ReplayRecord",
+           "ShrinkRecord"]
+
+
+class Phase(enum.StrEnum):
+    """A campaign's phases in their order (a string enum: the summary JSON's
+    ``phase_seconds`` keys and the progress line show the plain names)."""
+
+    START = "start"
+    REPLAY = "replay"
+    GENERATE = "generate"
+    FINISH = "finish"
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ class CampaignReport:
     skipped: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
+    phase_seconds: dict[Phase, float] = field(default_factory=dict)
     workers_replaced: int = 0
     batches_checked: int = 0
     replays: list[ReplayRecord] = field(default_factory=list)
