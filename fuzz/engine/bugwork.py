@@ -24,7 +24,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.store import corpus
 from fuzz.targets.catalog import Target
 from fuzz.triage.findings import CandidateRejected, Triage
-from fuzz.workers.pool import HarnessFault, Pool
+from fuzz.workers.interface import HarnessFault, Pool
 from oracles import Verdict
 from fuzz.engine.records import CampaignOptions, CampaignReport, ShrinkRecord
 from fuzz.model.sample import Sample

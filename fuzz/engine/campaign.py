@@ -33,7 +33,8 @@ from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, Target, available_targets,
                           resolve_targets)
 from fuzz.triage.findings import Finding, Triage
-from fuzz.workers.pool import HarnessError, HarnessFault, Pool, WorkerPool
+from fuzz.workers.interface import HarnessError, HarnessFault, Pool
+from fuzz.workers.pool import WorkerPool
 from fuzz.engine.bugwork import BugWork
 from fuzz.engine.ledger import Ledger
 from fuzz.engine.records import (CampaignOptions, CampaignReport, Observed, Phase, ReplayRecord,

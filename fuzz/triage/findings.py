@@ -21,7 +21,7 @@ from fuzz.model.sample import Sample
 from fuzz.triage.localize import Localization
 from fuzz.triage.shrink import StepRejected
 from fuzz.targets.catalog import Target
-from fuzz.workers.pool import Pool
+from fuzz.workers.interface import HarnessFault, Pool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
@@ -262,7 +262,6 @@ class Triage:
                         ) -> list[str | None | CandidateRejected]:
         """``solo_error_key`` of several samples side by side (one job each);
         a sample whose job hit a bug of ours gets its ``CandidateRejected``."""
-        from fuzz.workers.pool import HarnessFault
         from oracles import classify
 
         keys: list[str | None | CandidateRejected] = []
@@ -315,7 +314,6 @@ class Triage:
         """``pool.run`` for samples someone made up (shrink or ablation
         candidates, replayed cases): a job that hit a bug of ours raises
         ``CandidateRejected`` with its last traceback line, once all are in."""
-        from fuzz.workers.pool import HarnessFault
 
         answers = self.pool.run(jobs, faults=True)
         for answer in answers:

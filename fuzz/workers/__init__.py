@@ -1,5 +1,6 @@
 """Running samples on targets so that nothing a compiler does takes the
-fuzzer down: the local pool of persistent worker processes (``pool``), what
+fuzzer down: the pool interface and job types (``interface``), the local pool
+of persistent worker processes (``pool``), what
 a worker does with one job (``execute``) and the same pool as Ray actors
 (``raypool``). Triage and the engine use a pool; a new way to run jobs
 (another cluster) goes here."""

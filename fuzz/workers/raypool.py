@@ -33,7 +33,8 @@ import numpy as np
 
 from fuzz.targets.catalog import TARGETS, Target
 from fuzz.targets.versions import tool_versions
-from fuzz.workers.pool import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job, WorkerPool
+from fuzz.workers.interface import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job
+from fuzz.workers.pool import WorkerPool
 from oracles.results import TargetResult
 
 __all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "runs_here", "check_gpu_workers", "MAX_ATTEMPTS",
