@@ -549,3 +549,31 @@ def test_only_lowering_failures_naming_a_torch_op_have_a_one_op_form() -> None:
     unnamed = make_entry(sample, "LOWERING_UNSUPPORTED_OP|torch-mlir:torch|error: x", "iree-torch",
                          ("iree-torch",), stage=Stage.IMPORT, op="torch.operator")
     assert not has_single_op_form(unnamed)
+
+
+def test_the_float64_twin_computes_in_float64_what_the_program_leaves_to_the_default_dtype() -> None:
+    """A QR model's ``indices / k`` takes torch's default dtype (float32), and
+    torch.export checks it with ``_assert_tensor_metadata(dtype=float32)``:
+    the twin reads that check as float64, so the division must be float64
+    there too (it died "Tensor dtype mismatch! Expected: Double, Got: float",
+    a bfloat16 QR wrong answer of seed 73 whose repro could not run)."""
+    import torch
+
+    from fuzz.reports.repro.script import _twin_dtypes
+
+    program = _twin_dtypes([
+        "def step(indices):",
+        "    div = torch.ops.aten.div.Tensor(indices, 7)",
+        "    torch.ops.aten._assert_tensor_metadata.default(div, dtype=torch.float32)",
+        "    return div",
+    ])
+    scope: dict[str, Any] = {"torch": torch}
+    exec("\n".join(program), scope)
+    indices = torch.tensor([3, 15, 60])
+    assert scope["step"](indices).dtype == torch.float32
+    scope["twin_mode"](True)
+    try:
+        assert scope["step"](indices).dtype == torch.float64
+    finally:
+        scope["twin_mode"](False)
+    assert torch.get_default_dtype() == torch.float32

@@ -157,7 +157,9 @@ def _twin_dtypes(code: list[str]) -> list[str]:
     runs (with ``TWIN`` set) computes them in float64 instead of failing
     "Tensor dtype mismatch! Expected: Float, Got: double"."""
     twin = ["TWIN = False  # True while the float64 twin runs: its float dtypes are float64",
-            "def _f(dtype):", "    return torch.float64 if TWIN else dtype"]
+            "def _f(dtype):", "    return torch.float64 if TWIN else dtype",
+            "def twin_mode(on):  # and so are those it does not name (int / int takes the default dtype)",
+            "    global TWIN; TWIN = on; torch.set_default_dtype(torch.float64 if on else torch.float32)"]
     return [*twin, *(_FLOAT_DTYPE.sub(r"_f(torch.\1)", line) for line in code)]
 
 
@@ -174,10 +176,10 @@ def _judge_lines(target: CompiledTarget, scale: float = 0.0) -> list[str]:
         + ".astype(np.float64)",
         "    with torch.no_grad():",
         "        e32 = model(*map(torch.from_numpy, [*LEAD, *inputs])).numpy().astype(np.float64)",
-        "        TWIN = True",
+        "        twin_mode(True)",
         "        ref = twin(*(torch.from_numpy(a).double() if a.dtype.kind == 'f' else torch.from_numpy(a) "
         "for a in [*LEAD, *inputs])).numpy()",
-        "        TWIN = False",
+        "        twin_mode(False)",
         "    off = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)"
         + (f" + {scale!r} * (np.abs(ref) + np.abs(ref).max())" if scale else "") + ") "
         "if got.shape == ref.shape else np.ones(1, bool)",

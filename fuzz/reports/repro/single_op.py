@@ -49,9 +49,9 @@ def _single_op_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule)
         "    print(f'cannot run: {type(exc).__name__}: {exc}')",
         "    sys.exit(2)",
         "with torch.no_grad():",
-        "    TWIN = True",
+        "    twin_mode(True)",
         "    ref = Op()(*tensors(True)).numpy()",
-        "    TWIN = False",
+        "    twin_mode(False)",
         "    e32 = Op()(*tensors()).numpy().astype(np.float64)",
         "bad = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
         "if got.shape == ref.shape else np.ones(1, bool)",
