@@ -261,6 +261,12 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     # the rest still shrank.
     after = record.record["size_after"]
     assert record.replaced and after["tables"] == 2 and after["examples"] == 1
+    # A later turn starts from the key the first one checked: the stored case
+    # is not run again before its steps (only a smaller result is, for its evidence).
+    pool.calls.clear()
+    again = campaign.bugs.shrink_one(found.bucket, budget_s=60)
+    tried = again.record["steps_tried"] - record.record["steps_tried"]
+    assert pool.calls["fake-raise"] == tried + (1 if again.replaced else 0)
     assert record.record["stopped"] == "fixpoint"
 
 

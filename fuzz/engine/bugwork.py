@@ -67,6 +67,9 @@ class BugWork:
         self.report_costs: list[float] = []  # worker seconds of each report job so far
         self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
+        # The key a stored case gives on its target alone, by the case's content:
+        # a bucket's later turns start from it instead of compiling the case again.
+        self._solo_keys: dict[str, str] = {}
         self.needs_report: set[str] = set()  # new or replaced cases without their report
         self.to_report: list[str] = []  # of those, the ones ready for it (shrunk)
         self.generating_since = 0.0
@@ -292,7 +295,7 @@ class BugWork:
     def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case on
         its own target, keeping its bucket; a smaller case replaces the stored one."""
-        from fuzz.triage.edits import size_key
+        from fuzz.triage.edits import content_hash, size_key
         from fuzz.triage.shrink import StepRejected, shrink
 
         assert self.triage is not None
@@ -303,14 +306,16 @@ class BugWork:
         if target is None:
             return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
         method = (entry.culprit or "").split(":", 1)[0] or None
+        stored = content_hash(entry.sample)
         try:
-            wanted = triage.solo_key(target, entry.sample, method)
+            wanted = self._solo_keys.get(stored) or triage.solo_key(target, entry.sample, method)
         except CandidateRejected as rejected:
             return ShrinkRecord(bucket, target.name, {
                 "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
         if wanted is None:
             return ShrinkRecord(bucket, target.name, {
                 "skipped": "the stored case does not fail on its target alone"}, False)
+        self._solo_keys[stored] = wanted
 
         def same_bucket(candidate: Sample) -> bool:
             if not is_error:
@@ -341,6 +346,7 @@ class BugWork:
                         width=max(1, self.pool.slots if self.pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
+        self._solo_keys[content_hash(result.sample)] = wanted  # the reducer kept it
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)
         # The stored evidence (error line, numbers, programs) must be the shrunk case's.
