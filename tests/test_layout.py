@@ -106,15 +106,19 @@ def test_the_installed_package_holds_every_module_of_the_checkout(tmp_path: Path
     fuzz, strategies and oracles imports in a fresh interpreter that cannot see
     the checkout (``-I``, another folder). A subpackage left out of the build
     (it happened to ``fuzz/reports/repro/``) fails here, not in a user's
-    environment."""
+    environment. The repro templates are package data the writer reads:
+    they must be there too."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
+    templates = root / "fuzz" / "reports" / "repro" / "templates"  # data: scripts, never imported
     wanted = sorted(".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
                     for package in ("fuzz", "strategies", "oracles")
-                    for p in (root / package).rglob("*.py") if p.name != "__main__.py")
+                    for p in (root / package).rglob("*.py")
+                    if p.name != "__main__.py" and templates not in p.parents)
     script = ("import importlib, json, sys\n"
+              "from importlib import resources\n"
               "missing = []\n"
               "for name in json.loads(sys.argv[1]):\n"
               "    try:\n"
@@ -122,9 +126,13 @@ def test_the_installed_package_holds_every_module_of_the_checkout(tmp_path: Path
               "    except ModuleNotFoundError as exc:\n"
               "        if exc.name and exc.name.split('.')[0] in ('fuzz', 'strategies', 'oracles'):\n"
               "            missing.append(name)\n"
-              "print(json.dumps(missing))\n")
+              "shipped = resources.files('fuzz.reports.repro').joinpath('templates')\n"
+              "print(json.dumps([missing, sorted(p.name for p in shipped.iterdir()) if shipped.is_dir() "
+              "else []]))\n")
     import json
     done = subprocess.run([sys.executable, "-I", "-c", script, json.dumps(wanted)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    missing, shipped = json.loads(done.stdout.strip().splitlines()[-1])
+    assert missing == []
+    assert set(shipped) >= {p.name for p in templates.glob("*.py")}  # the repro templates, as package data

@@ -27,8 +27,12 @@ script). A repro that does not fail is never passed off as one: the returned
 process (torch available); failures of the toolchain never raise, only bugs
 of ours do. One module per form (``single_op``, ``export_error``,
 ``lowering``, ``model``) over the shared pieces (``graph``: the exported
-program and one op cut out of it; ``script``: the text every script shares;
-``core``: running a repro and reading its status); ``write`` picks the form.
+program and one op cut out of it; ``script``: the slots every script fills
+from its target; ``core``: running a repro and reading its status);
+``write`` picks the form. A script's text is a template in ``templates/``
+(``single_op.py``, ``op_failure.py`` for the export and lowering forms,
+``model.py``, and the parts they include), real Python that mypy reads;
+``template`` fills its named slots.
 """
 
 from fuzz.reports.repro.core import ALLOWED_IMPORTS, Repro, fault_parts, hang_limit_s, repro_target, run_repro

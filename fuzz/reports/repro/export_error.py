@@ -16,7 +16,6 @@ from fuzz.reports.repro.graph import (
     _stored_key,
     _traced,
 )
-from fuzz.reports.repro.script import _IMPORTS_RUNTIME
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
@@ -64,5 +63,4 @@ def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) ->
 
 def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
     return _op_failure_script(entry, target, op, title=f"torch.export of {op.op} alone fails as the DLRM's "
-                              "export did", stage=Stage.EXPORT, imports=_IMPORTS_RUNTIME[:-3],  # torch, numpy
-                              after_export=[], passed="export passed")
+                              "export did", stage=Stage.EXPORT, lower=False, passed="export passed")

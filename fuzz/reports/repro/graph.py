@@ -13,7 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fuzz.reports.repro.core import _ToolchainFailed, fault_parts
-from fuzz.reports.repro.script import _ATTEMPT, _twin_dtypes
+from fuzz.reports.repro.script import _target_slots, _twin_dtypes
+from fuzz.reports.repro.template import fill
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
@@ -309,31 +310,13 @@ def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
 
 
 def _op_failure_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule, *, title: str,
-                       stage: Stage, imports: list[str], after_export: list[str], passed: str) -> str:
-    """A one-op script that exits 1 while ``stage`` fails on ``op``'s module with
-    the entry's fault, 0 once it passes: the text the export and lowering
-    forms share (``title`` says what fails; ``after_export``: the lines that
-    take the exported program further)."""
-    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
-        if target.dynamic else ""
-    lines = [
-        f'"""Repro: {title} ({"dynamic" if target.dynamic else "static"} shapes, as {target.name} exports).',
-        f"{entry.signature}",
-        f'Exit 1: bug present (prints the signature); 0: fixed ({passed}); 2: cannot run."""',
-        *imports,
-        "import tempfile",
-        f"SIGNATURE = {entry.signature!r}",
-        f"STAGE, FAULT = {stage.value!r}, {fault_parts(entry)!r}",
-        *op.data_lines,
-        "",
-        *op.class_lines,
-        "",
-        *_ATTEMPT,
-        "",
-        "tensors = tuple(torch.from_numpy(a) for a in ARGS)",
-        f"ep = attempt('export', lambda: torch.export.export(Op(), tensors{spec}))",
-        *after_export,
-        f"print('{passed}: fixed')",
-        "sys.exit(0)",
-    ]
-    return "\n".join(lines) + "\n"
+                       stage: Stage, lower: bool, passed: str) -> str:
+    """A one-op script (``templates/op_failure.py``) that exits 1 while
+    ``stage`` fails on ``op``'s module with the entry's fault, 0 once it
+    passes: the export form, or with ``lower`` the lowering form (``title``
+    says what fails, ``passed`` what passing means)."""
+    return fill("op_failure", {
+        **_target_slots(target, backend=False), "fx": lower, "stages": True, "lower": lower,
+        "title": title, "shapes": "dynamic" if target.dynamic else "static", "passed": passed,
+        "signature": entry.signature, "stage": stage.value, "fault": fault_parts(entry),
+        "data": op.data_lines, "op_class": op.class_lines})

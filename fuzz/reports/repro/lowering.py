@@ -17,7 +17,6 @@ from fuzz.reports.repro.graph import (
     _OpModule,
     _stored_key,
 )
-from fuzz.reports.repro.script import _IMPORTS_RUNTIME
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
@@ -70,9 +69,6 @@ def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: Compile
 
 
 def _lowering_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
-    lower = (f"mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type={target.output_type!r}, "
-             "func_name='main')))")
     return _op_failure_script(entry, target, op, title=f"torch-mlir lowers {op.op} alone to {target.output_type} "
-                              "and fails as the DLRM did", stage=Stage.IMPORT,
-                              imports=_IMPORTS_RUNTIME[:-2],  # torch, numpy and torch-mlir's FX importer
-                              after_export=[lower], passed="lowering passed")
+                              "and fails as the DLRM did", stage=Stage.IMPORT, lower=True,
+                              passed="lowering passed")

@@ -6,7 +6,8 @@ dtypes the op names in float64)."""
 from __future__ import annotations
 
 from fuzz.reports.repro.graph import _captured, _export, _find_op, _op_module, _OpModule
-from fuzz.reports.repro.script import _compile_and_load, _device_lines, _host, _imports, _invoke
+from fuzz.reports.repro.script import _target_slots
+from fuzz.reports.repro.template import fill
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 
@@ -24,40 +25,6 @@ def _single_op_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, st
 
 
 def _single_op_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:
-    spec = ", dynamic_shapes=[{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in ARGS]" \
-        if target.dynamic else ""
-    lines = [
-        f'"""Repro: {op.op} on {target.name} vs the same op in float64 (exit 1: bug, 0: fixed, 2: cannot run).',
-        f'{entry.signature}"""',
-        *_imports(target),
-        f"SIGNATURE = {entry.signature!r}",
-        *op.data_lines,
-        *_device_lines(target),
-        "",
-        *op.class_lines,
-        "",
-        "def tensors(f64=False):",
-        "    return tuple(torch.from_numpy(a).double() if f64 and a.dtype.kind == 'f' "
-        "else torch.from_numpy(a) for a in ARGS)",
-        "",
-        "try:",
-        f"    ep = torch.export.export(Op(), tensors(){spec})",
-        f"    mlir = str(fx.export_and_import(ep, output_type={target.output_type!r}, func_name='main'))",
-        *_compile_and_load(target, indent="    "),
-        "    got = " + _host(target, _invoke(target, "*ARGS")) + ".astype(np.float64)",
-        "except Exception as exc:  # not the bug this repro is about",
-        "    print(f'cannot run: {type(exc).__name__}: {exc}')",
-        "    sys.exit(2)",
-        "with torch.no_grad():",
-        "    twin_mode(True)",
-        "    ref = Op()(*tensors(True)).numpy()",
-        "    twin_mode(False)",
-        "    e32 = Op()(*tensors()).numpy().astype(np.float64)",
-        "bad = ~(np.abs(got - ref) <= 1e-5 + 1e-4 * np.abs(ref) + 8 * np.abs(e32 - ref)) "
-        "if got.shape == ref.shape else np.ones(1, bool)",
-        "print(f'{bad.sum()}/{bad.size} elements off tolerance; got {got.shape}, ref64 {ref.shape}')",
-        "if bad.any():",
-        "    print('signature:', SIGNATURE)",
-        "sys.exit(int(bad.any()))",
-    ]
-    return "\n".join(lines) + "\n"
+    return fill("single_op", {**_target_slots(target), "stages": False, "op_name": op.op,
+                              "signature": entry.signature, "data": op.data_lines,
+                              "op_class": op.class_lines})
