@@ -147,6 +147,7 @@ class Campaign:
 
     @pool.setter
     def pool(self, pool: Pool | None) -> None:
+        """Run on ``pool`` (a test's fake, or one it opened)."""
         self.session.pool = pool
 
     @property
@@ -156,6 +157,7 @@ class Campaign:
 
     @triage.setter
     def triage(self, triage: Triage | None) -> None:
+        """Judge with ``triage`` (one over the pool a test set)."""
         self.session.triage = triage
 
     @property
