@@ -234,7 +234,7 @@ class TestClusterOfThisProcess:
         """The campaign's own phases (replay, generate, triage, report) with its
         pool swapped for a RayPool: the outcomes and buckets test_campaign's
         local run gets, the corpus written here."""
-        from fuzz.engine import campaign
+        from fuzz.engine import campaign, session
         from fuzz.store import corpus
 
         pools: list[RayPool] = []
@@ -245,7 +245,7 @@ class TestClusterOfThisProcess:
                                  **kwargs))  # type: ignore[arg-type]
             return pools[-1]
 
-        monkeypatch.setattr(campaign, "WorkerPool", ray_pool)
+        monkeypatch.setattr(session, "WorkerPool", ray_pool)
         options = campaign.CampaignOptions(budget_s=300, seed=1, corpus_dir=tmp_path / "corpus",
                                            targets=("fake-segfault", "fake-ok", "fake-raise"),
                                            workers=1, timeout_s=12, memory_mb=2048,

@@ -17,7 +17,8 @@ from rich.table import Table
 
 from fuzz.cli.options import EXIT_OK, _focus, _model
 from fuzz.cli.summary import _row
-from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.engine.records import CampaignOptions
+from fuzz.engine.session import Session
 from fuzz.engine.records import Observed
 from fuzz.model.focus import FocusError
 from fuzz.store import corpus
@@ -201,8 +202,8 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
     table = target_table(args.target_plugin)
     options = CampaignOptions(corpus_dir=args.corpus, table=table, targets=(entry.target,),
                               timeout_s=args.timeout, workers=1, replay=False, shrink=False)
-    campaign = Campaign(options)
-    record = campaign.reproduce(args.bucket)
+    with Session(options) as session:
+        record = session.reproduce(args.bucket)
     console.print(f"{args.bucket}: {record.status.value} on {record.target}"
                   + (f"; now in {', '.join(record.now)}" if record.now else "")
                   + (f" ({record.note})" if record.note else ""), markup=False, soft_wrap=True)

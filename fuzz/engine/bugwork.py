@@ -8,8 +8,9 @@ the budget, ``finish`` completes what fits in the finish phase and labels
 the rest, so a user who stops at any time has the smallest cases so far,
 most of them filed, and never a bucket presented as ready that is not.
 
-The campaign owns the pool, the triage and the samples in flight; it hands
-``BugWork`` getters for them and routes the answers of report jobs here."""
+The campaign's session owns the pool, the triage and the samples in flight;
+the campaign hands ``BugWork`` getters for them and routes the answers of
+report jobs here."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.engine.records import CampaignOptions
+from fuzz.engine.session import Session
 from fuzz.model.config import KNOBS, DLRMConfig
 from fuzz.model.focus import Focus
 from fuzz.triage.edits import config_with
@@ -149,8 +150,8 @@ def build_matrix(options: CampaignOptions, features: Sequence[str] | None = None
     import time
 
     began = time.monotonic()
-    campaign = Campaign(options)
-    matrix = Matrix([t.name for t in campaign.targets], toolchain=recorded_versions())
+    session = Session(options)
+    matrix = Matrix([t.name for t in session.targets], toolchain=recorded_versions())
     rows = list(features or FEATURES)
     samples = [feature_sample(feature, seed, base) for feature in rows for seed in range(seeds)]
     found: dict[str, dict[str, set[str]]] = {f: {t: set() for t in matrix.targets} for f in rows}
@@ -168,7 +169,8 @@ def build_matrix(options: CampaignOptions, features: Sequence[str] | None = None
             if on_row is not None:
                 on_row(feature, matrix.cells[feature])
 
-    campaign.check_samples(samples, collect)
+    with session:
+        session.check_samples(samples, collect)
     matrix.seconds = time.monotonic() - began
     return matrix
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from fuzz.store import corpus
-from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
-from fuzz.engine.records import Observed
+from fuzz.engine.records import CampaignOptions, Observed, ReplayRecord
+from fuzz.engine.session import Session
 from fuzz.model.focus import Focus
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import Target
@@ -127,7 +127,6 @@ def replay_corpus(root: Path, table: dict[str, Target] | None = None, repeat: in
     options = CampaignOptions(corpus_dir=root, table=table, targets=(), workers=workers,
                               timeout_s=timeout_s, cache_dir=cache_dir, replay=False,
                               shrink=False, report=False)
-    campaign = Campaign(options)
 
     def collect(entry: CorpusEntry, records: list[ReplayRecord]) -> None:
         status = judge_runs(entry, records)
@@ -142,7 +141,8 @@ def replay_corpus(root: Path, table: dict[str, Target] | None = None, repeat: in
         return not _as_expected(entry, record)
 
     # Only a surprise is re-run (before calling anything fixed, moved or regressed).
-    campaign.replay_entries(entries, repeat, collect, surprising)
+    with Session(options) as session:
+        session.replay_entries(entries, repeat, collect, surprising)
     return results, junk
 
 
