@@ -16,6 +16,7 @@ import pytest
 
 from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions
+from fuzz.engine.records import Observed, ReplayRecord
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 from fuzz.triage.findings import Triage
@@ -505,3 +506,39 @@ def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_re
         assert record.record["stopped"] == "fixpoint", record.record
     else:
         assert record.record == {"skipped": "budget spent"}
+
+
+@pytest.mark.parametrize("replayed", [Observed.MOVED, Observed.STILL_FAILING])
+def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_replays_in_its_bucket(
+        tmp_path: Path, replayed: Observed) -> None:
+    """The reducer holds "a wrong answer on this target" for a culprit that
+    feature ablation named, not the features: before a smaller case replaces
+    the stored one it is replayed as replay will (seed 73: a shrunk bfloat16
+    QR case replayed "moved"); one that moves leaves the stored case as it
+    was, its shrink record saying where the smaller case went."""
+    from fuzz.triage.edits import content_hash
+
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "corpus",
+                                        workers=1, replay=False, report=False))
+    with campaign._pool() as pool:
+        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+        folder = tmp_path / "corpus" / found.bucket
+        stored = corpus.load_entry(folder)
+        corpus.update_case(folder.parent, found.bucket, culprit="features:relu")
+        seen: list[str] = []
+
+        def replay(entry: corpus.CorpusEntry) -> ReplayRecord:
+            seen.append(entry.bucket)
+            return ReplayRecord(entry.bucket, entry.target, replayed, ("mismatch-000000000000",))
+
+        campaign.bugs.replay = replay
+        record = campaign.bugs.shrink_one(found.bucket, budget_s=60)
+    after = corpus.load_entry(folder)
+    assert seen == [found.bucket]
+    if replayed is Observed.MOVED:
+        assert not record.replaced and record.record["stopped"] == "moved"
+        assert record.record["moved_to"] == ["mismatch-000000000000"]
+        assert content_hash(after.sample) == content_hash(stored.sample)
+    else:
+        assert record.replaced and content_hash(after.sample) != content_hash(stored.sample)

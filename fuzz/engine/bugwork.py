@@ -27,7 +27,7 @@ from fuzz.targets.catalog import Target
 from fuzz.triage.findings import CandidateRejected, Triage
 from fuzz.workers.interface import HarnessFault, Pool
 from oracles import Verdict
-from fuzz.engine.records import CampaignOptions, CampaignReport, ShrinkRecord
+from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
 from fuzz.model.sample import Sample
 
 __all__ = ["BugWork"]
@@ -53,8 +53,13 @@ class BugWork:
     def __init__(self, options: CampaignOptions, report: CampaignReport, *,
                  pool: Callable[[], Pool | None], triage: Callable[[], Triage | None],
                  target: Callable[[str], Target | None],
-                 take_answers: Callable[[float | None], None]) -> None:
+                 take_answers: Callable[[float | None], None],
+                 replay: Callable[[CorpusEntry], ReplayRecord] | None = None) -> None:
         self.options = options
+        # Re-runs a case the way replay will (its target and blame witnesses,
+        # the whole triage): a shrunk wrong answer whose key the reducer could
+        # not hold is checked with it before it replaces the stored case.
+        self.replay = replay
         self.report = report
         self._pool, self._triage = pool, triage
         self.target_named = target
@@ -361,6 +366,14 @@ class BugWork:
             entry, sample=result.sample, shrink=record, features=tuple(result.sample.features()),
             error=outcome.error, op=outcome.op, numbers=outcome.numbers,
             timings=outcome.timings, detail=outcome.detail or entry.detail, texts=got.texts)
+        if not is_error and method != "op" and self.replay is not None:
+            # The reducer held "a wrong answer on this target", not the
+            # features ablation names: a smaller case the whole triage files
+            # elsewhere would be reported "moved" by every replay.
+            again = self.replay(shrunk)
+            if again.status is not Observed.STILL_FAILING:
+                moved = {**record, "stopped": "moved", "moved_to": list(again.now)}
+                return ShrinkRecord(bucket, target.name, moved, False)
         with deferred():
             replaced = corpus.replace_if_smaller(root, shrunk, size_key)
         return ShrinkRecord(bucket, target.name, record, replaced)

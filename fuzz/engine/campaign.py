@@ -68,7 +68,8 @@ class Campaign:
         # Shrinking and bug reports beside generation (fuzz/engine/bugwork.py).
         self.bugs = BugWork(options, self.report, pool=lambda: self.session.pool,
                             triage=lambda: self.session.triage, target=self.session.target,
-                            take_answers=lambda timeout: self._take_answers(timeout))
+                            take_answers=lambda timeout: self._take_answers(timeout),
+                            replay=self.session.replay_one)
         # Every sample the phases send goes through ``_submit``.
         self.filing = Filing(self.session, self.ledger, self.bugs, self.scheduler,
                              submit=self._submit, on_finding=on_finding)

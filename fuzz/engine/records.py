@@ -192,7 +192,11 @@ class CampaignReport:
             record = shrinks.get(finding.bucket, {"skipped": "not shrunk"})
             repro = self.repro_status.get(finding.bucket, "no report")
             if "skipped" in record or record.get("stopped") not in ("fixpoint", "single-op"):
-                why = str(record.get("skipped") or f"shrinking stopped on {record.get('stopped')}")
+                moved_to = record.get("moved_to") or "no bucket"
+                moved_to = ", ".join(moved_to) if isinstance(moved_to, list) else str(moved_to)
+                why = str(record.get("skipped") or (
+                    f"its smaller case replays in {moved_to}" if record.get("stopped") == "moved"
+                    else f"shrinking stopped on {record.get('stopped')}"))
                 unconfirmed[finding.bucket] = f"not minimal: {why}"
             elif repro != "reproduces":
                 unconfirmed[finding.bucket] = f"repro: {repro}"[:200]
