@@ -1,7 +1,7 @@
 """What is fuzzed: a DLRM configuration (``config``), the eager model it
-builds (``dlrm``), a sample of inputs (``sample``) and weights passed as
-program inputs (``weights``). A new DLRM knob goes into ``config`` and
-``dlrm``."""
+builds (``dlrm``, from its ``layers``, called through ``calling``), a sample
+of inputs (``sample``) and weights passed as program inputs (``weights``). A
+new DLRM knob goes into ``config`` and ``dlrm``."""
 
 from typing import Any
 

@@ -6,6 +6,15 @@ at the embedding width, a top MLP whose input width does not match what the
 interaction produces) are checked here, up front, so that a bad configuration
 is a one-line ``InvalidConfig`` naming the field, its value and the fix, never
 a shape error deep inside a compiled module that would look like a compiler bug.
+
+One room a little over 400 lines, because it is one job that cannot be cut
+further: the fields with their knob declarations, the checks that read those
+declarations (``KNOBS``, which a new value extends without code elsewhere),
+the values derived from the fields and the JSON round trip are the type
+itself; and the helpers built on the type (``config_with``, ``knobs``,
+``STRUCTURE``) must stay importable from here, so they cannot move above it.
+What needs no config is apart: a knob's declaration (``knob``), the error
+type and its messages (``validation``), the width arithmetic (``widths``).
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fuzz.model.knob import Knob, allowed_values, knob
+from fuzz.model.validation import InvalidConfig, int_tuple, invalid
+from fuzz.model.widths import embedding_width, interaction_width, with_derived_widths
 
 __all__ = [
     "DLRMConfig",
@@ -49,47 +60,6 @@ __all__ = [
 
 # The input layouts as a type of their own: presets spell theirs with it.
 InputLayout = Literal["lists", "stacked", "fixed"]
-
-
-def embedding_width(m_spa: int | tuple[int, ...], qr_concat: bool) -> int:
-    """The width every table's pooled output has (what ln_bot must end at)."""
-    base = max(m_spa) if isinstance(m_spa, tuple) else m_spa
-    return 2 * base if qr_concat else base
-
-
-def interaction_width(width: int, num_tables: int, op: str, itself: bool) -> int:
-    """The width the interaction hands the top MLP (what ln_top must start at)."""
-    features = num_tables + 1
-    if op == "cat":
-        return width * features
-    pairs = features * (features + 1) // 2 if itself else features * (features - 1) // 2
-    return width + pairs
-
-
-class InvalidConfig(ValueError):
-    """A DLRM configuration that DLRM_Net could not run; the message names the
-    offending ``field=value`` and says what it must be."""
-
-
-def _fail(name: str, value: Any, must: str) -> InvalidConfig:
-    return InvalidConfig(f"{name}={value!r}: {must}")
-
-
-def _int_tuple(name: str, value: Any, *, min_len: int, min_value: int) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        if name == "m_spa":
-            raise _fail(name, value, "must be an integer, or with md_flag a list of integers")
-        raise _fail(name, value, f"must be a list of at least {min_len} integers")
-    items = tuple(value)
-    if len(items) < min_len:
-        raise _fail(name, list(items), f"must have at least {min_len} entries")
-    if any(isinstance(item, bool) or not isinstance(item, numbers.Integral) for item in items):
-        raise _fail(name, list(items), "must contain only integers")
-    items = tuple(int(item) for item in items)
-    for item in items:
-        if item < min_value:
-            raise _fail(name, list(items), f"every entry must be >= {min_value}")
-    return items
 
 
 @dataclass(frozen=True)
@@ -173,22 +143,22 @@ class DLRMConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "ln_emb", _int_tuple("ln_emb", self.ln_emb, min_len=1, min_value=1))
-        set_(self, "ln_bot", _int_tuple("ln_bot", self.ln_bot, min_len=2, min_value=1))
-        set_(self, "ln_top", _int_tuple("ln_top", self.ln_top, min_len=2, min_value=1))
+        set_(self, "ln_emb", int_tuple("ln_emb", self.ln_emb, min_len=1, min_value=1))
+        set_(self, "ln_bot", int_tuple("ln_bot", self.ln_bot, min_len=2, min_value=1))
+        set_(self, "ln_top", int_tuple("ln_top", self.ln_top, min_len=2, min_value=1))
         if isinstance(self.m_spa, numbers.Integral) and not isinstance(self.m_spa, bool):
             set_(self, "m_spa", int(self.m_spa))
         if isinstance(self.m_spa, bool) or not isinstance(self.m_spa, int):
-            widths = _int_tuple("m_spa", self.m_spa, min_len=1, min_value=1)
+            widths = int_tuple("m_spa", self.m_spa, min_len=1, min_value=1)
             if not self.md_flag:
-                raise _fail("m_spa", list(widths), "a per-table list needs md_flag=True; "
+                raise invalid("m_spa", list(widths), "a per-table list needs md_flag=True; "
                             "otherwise give one integer")
             if len(widths) != len(self.ln_emb):
-                raise _fail("m_spa", list(widths),
+                raise invalid("m_spa", list(widths),
                             f"needs one width per table ({len(self.ln_emb)}, as ln_emb)")
             set_(self, "m_spa", widths)
         elif self.m_spa < 1:
-            raise _fail("m_spa", self.m_spa, "must be >= 1")
+            raise invalid("m_spa", self.m_spa, "must be >= 1")
         self._check_choices()
         self._check_widths()
 
@@ -196,41 +166,41 @@ class DLRMConfig:
         for declared in KNOBS.values():
             value = getattr(self, declared.name)
             if declared.valued and value not in declared.choices:
-                raise _fail(declared.name, value, f"must be one of {list(declared.choices)}")
+                raise invalid(declared.name, value, f"must be one of {list(declared.choices)}")
         for declared in KNOBS.values():
             value = getattr(self, declared.name)
             if declared.values == (False, True) and not isinstance(value, bool):
-                raise _fail(declared.name, value, "must be true or false")
+                raise invalid(declared.name, value, "must be true or false")
         for name in ("qr_threshold", "md_threshold", "sigmoid_bot", "sigmoid_top"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise _fail(name, value, "must be an integer")
+                raise invalid(name, value, "must be an integer")
         if isinstance(self.qr_collisions, bool) or not isinstance(self.qr_collisions, int) \
                 or self.qr_collisions < 1:
-            raise _fail("qr_collisions", self.qr_collisions, "must be an integer >= 1")
+            raise invalid("qr_collisions", self.qr_collisions, "must be an integer >= 1")
         if self.schema != 1:
-            raise _fail("schema", self.schema, "this dlrm-fuzz reads config schema 1 only")
+            raise invalid("schema", self.schema, "this dlrm-fuzz reads config schema 1 only")
         for name, widths in (("sigmoid_bot", self.ln_bot), ("sigmoid_top", self.ln_top)):
             last = len(widths) - 2
             if not -1 <= getattr(self, name) <= last:
-                raise _fail(name, getattr(self, name),
+                raise invalid(name, getattr(self, name),
                             f"must be -1 (no sigmoid) or a layer index 0..{last}")
         if isinstance(self.loss_threshold, bool) or not isinstance(self.loss_threshold, (int, float)) or not (
             0.0 <= self.loss_threshold <= 0.5 and math.isfinite(self.loss_threshold)
         ):
-            raise _fail("loss_threshold", self.loss_threshold,
+            raise invalid("loss_threshold", self.loss_threshold,
                         "must be in [0, 0.5]; 0 disables the output clamp")
         if self.quantize_bits != 32 and (self.qr_flag or self.md_flag):
-            raise _fail("quantize_bits", self.quantize_bits,
+            raise invalid("quantize_bits", self.quantize_bits,
                         "quantized tables are plain tables: set qr_flag and md_flag to false "
                         "(DLRM prepacks only nn.EmbeddingBag weights)")
         if self.quantize_bits == 4 and self.embedding_width % 2:
-            raise _fail("quantize_bits", 4, f"4-bit tables need an even width, "
+            raise invalid("quantize_bits", 4, f"4-bit tables need an even width, "
                         f"got {self.embedding_width}; use an even m_spa")
         if self.qr_flag and self.qr_operation == "concat":
             small = [n for n in self.ln_emb if n <= self.qr_threshold]
             if small:
-                raise _fail("qr_threshold", self.qr_threshold,
+                raise invalid("qr_threshold", self.qr_threshold,
                             f"with qr_operation='concat' every table must be a QR table "
                             f"(rows > qr_threshold), but tables of {small} rows are not: "
                             f"lower qr_threshold below {min(self.ln_emb)}")
@@ -241,64 +211,64 @@ class DLRMConfig:
         upstream's code cannot run are rejected here, one line each."""
         if self.pooling != "sum":
             if self.per_sample_weights:
-                raise _fail("per_sample_weights", True,
+                raise invalid("per_sample_weights", True,
                             f"torch's embedding_bag takes per-sample weights only with "
                             f"pooling='sum' (got pooling={self.pooling!r}): set pooling='sum' "
                             f"or per_sample_weights=False")
             if self.weighted_pooling is not None:
-                raise _fail("weighted_pooling", self.weighted_pooling,
+                raise invalid("weighted_pooling", self.weighted_pooling,
                             f"pooling weights are per-sample weights, which torch's embedding_bag "
                             f"takes only with pooling='sum' (got pooling={self.pooling!r})")
             if self.md_flag or self.quantize_bits != 32:
-                raise _fail("pooling", self.pooling,
+                raise invalid("pooling", self.pooling,
                             "mean/max pooling is for plain and QR tables only (upstream's MD "
                             "PrEmbeddingBag and quantized tables sum): set md_flag=False and "
                             "quantize_bits=32, or pooling='sum'")
         if self.per_sample_weights and self.weighted_pooling is not None:
-            raise _fail("per_sample_weights", True,
+            raise invalid("per_sample_weights", True,
                         f"weighted_pooling={self.weighted_pooling!r} already supplies the per-sample "
                         f"weights: set weighted_pooling=None or per_sample_weights=False")
         if self.padding_idx is not None:
             if isinstance(self.padding_idx, bool) or not isinstance(self.padding_idx, int):
-                raise _fail("padding_idx", self.padding_idx, "must be null or an integer row index")
+                raise invalid("padding_idx", self.padding_idx, "must be null or an integer row index")
             if not 0 <= self.padding_idx < min(self.ln_emb):
-                raise _fail("padding_idx", self.padding_idx,
+                raise invalid("padding_idx", self.padding_idx,
                             f"must be a row of every table: 0..{min(self.ln_emb) - 1} "
                             f"(the smallest table has {min(self.ln_emb)} rows)")
             kinds = [self.table_kind(k) for k in range(self.num_tables)]
             other = next((k for k, kind in enumerate(kinds) if kind != "plain"), None)
             if other is not None:
-                raise _fail("padding_idx", self.padding_idx,
+                raise invalid("padding_idx", self.padding_idx,
                             f"only plain nn.EmbeddingBag tables have a padding row, but table "
                             f"{other} is {kinds[other]!r}: drop padding_idx or make every table "
                             f"plain (qr_flag/md_flag false, quantize_bits=32)")
         if self.dtype != "float32":
             if self.quantize_bits != 32:
-                raise _fail("dtype", self.dtype, "quantized tables dequantize to float32: "
+                raise invalid("dtype", self.dtype, "quantized tables dequantize to float32: "
                             "use dtype='float32' with quantize_bits 8 or 4")
             if self.quantize_mlp != "none":
-                raise _fail("quantize_mlp", self.quantize_mlp,
+                raise invalid("quantize_mlp", self.quantize_mlp,
                             f"dynamic quantization converts float32 nn.Linear layers, but "
                             f"dtype={self.dtype!r}: use dtype='float32'")
         if self.input_layout == "fixed":
             if self.include_last_offset:
-                raise _fail("include_last_offset", True,
+                raise invalid("include_last_offset", True,
                             "input_layout='fixed' has no offsets (each row of the 2-D indices is "
                             "a bag): use input_layout 'lists' or 'stacked'")
             if self.weighted_pooling is not None:
-                raise _fail("weighted_pooling", self.weighted_pooling,
+                raise invalid("weighted_pooling", self.weighted_pooling,
                             "upstream gathers pooling weights with v_W.gather(0, indices), which "
                             "needs 1-D indices: use input_layout 'lists' or 'stacked'")
 
     def _check_widths(self) -> None:
         width = self.embedding_width
         if self.ln_bot[-1] != width:
-            raise _fail("ln_bot", list(self.ln_bot),
+            raise invalid("ln_bot", list(self.ln_bot),
                         f"must end at the embedding width {width} "
                         f"(the sparse feature size{' x2 for QR concat' if self.qr_concat else ''})")
         expected = self.interaction_width
         if self.ln_top[0] != expected:
-            raise _fail("ln_top", list(self.ln_top),
+            raise invalid("ln_top", list(self.ln_top),
                         f"must start at {expected}, the width the "
                         f"'{self.arch_interaction_op}' interaction produces")
 
@@ -450,23 +420,6 @@ def knobs() -> dict[str, Any]:
     """Every knob of ``DLRMConfig`` with its default (``KNOBS``), so that a knob
     added to the config is shrunk, ablated and focused without code elsewhere."""
     return {name: declared.default for name, declared in KNOBS.items()}
-
-
-def with_derived_widths(values: dict[str, Any]) -> dict[str, Any]:
-    """Field values with the widths DLRM derives recomputed from the others:
-    ``ln_bot[-1]`` (the embedding width) and ``ln_top[0]`` (the interaction
-    width); mixed widths collapse to their maximum once MD is off."""
-    values = dict(values)
-    if not values["md_flag"] and isinstance(values["m_spa"], tuple):
-        values["m_spa"] = max(values["m_spa"])
-    concat = bool(values["qr_flag"]) and values["qr_operation"] == "concat"
-    width = embedding_width(values["m_spa"], concat)
-    ln_emb = tuple(values["ln_emb"])
-    values["ln_bot"] = (*tuple(values["ln_bot"])[:-1], width)
-    values["ln_top"] = (interaction_width(width, len(ln_emb), values["arch_interaction_op"],
-                                          values["arch_interaction_itself"]),
-                        *tuple(values["ln_top"])[1:])
-    return values
 
 
 def config_with(config: DLRMConfig, **changes: Any) -> DLRMConfig | None:

@@ -20,166 +20,28 @@ features and per-sample weights and returns float32, converting at its edges,
 so inputs and outputs stay plain numpy arrays (numpy has no bfloat16). The
 float64 reference rounds its inputs to ``dtype`` the same way before computing
 in float64: it is the exact value of the model that was compiled.
+
+This module composes the model and builds it (``build``, ``build_reference``);
+its layers (the table kinds, the MLP, the initial draws) are
+``fuzz.model.layers``, and calling and exporting it (``to_torch``,
+``to_numpy``, ``tracing_example``, ``dynamic_shapes``) ``fuzz.model.calling``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from fuzz.model.calling import dynamic_shapes, to_numpy, to_torch, tracing_example
 from fuzz.model.config import DLRMConfig
-
+from fuzz.model.layers import (Draws, MDTable, PlainTable, QRTable, QuantizedTable, ZeroDraws, mlp,
+                               table_weights)
 
 __all__ = ["DLRM", "FixedLengthDLRM", "build", "build_reference", "to_torch", "to_numpy", "tracing_example",
            "dynamic_shapes"]
-
-
-class _Draws(Protocol):
-    """Where initial weights come from: ``np.random.RandomState`` (upstream's
-    initialisation, seeded), or ``_ZeroDraws`` when only the shapes matter."""
-
-    def uniform(self, low: float, high: float, size: Any) -> np.ndarray: ...
-
-    def normal(self, loc: float, scale: float, size: Any) -> np.ndarray: ...
-
-
-class _ZeroDraws:
-    """Every weight zero, float32 and never drawn: a model that is only
-    exported with its weights as inputs needs their shapes, not 10^6 random
-    rows (drawing those was most of a 10^6-row export's time)."""
-
-    def uniform(self, low: float, high: float, size: Any) -> np.ndarray:
-        return np.zeros(size, np.float32)
-
-    def normal(self, loc: float, scale: float, size: Any) -> np.ndarray:
-        return np.zeros(size, np.float32)
-
-
-def _mlp(widths: Sequence[int], sigmoid_layer: int, rng: _Draws) -> nn.Sequential:
-    """DLRM's ``create_mlp``: Linear + ReLU per layer, Sigmoid at ``sigmoid_layer``,
-    with DLRM's Gaussian initialisation."""
-    layers: list[nn.Module] = []
-    for i in range(len(widths) - 1):
-        n, m = widths[i], widths[i + 1]
-        linear = nn.Linear(n, m, bias=True)
-        linear.weight.data = torch.from_numpy(
-            rng.normal(0.0, np.sqrt(2 / (m + n)), size=(m, n)).astype(np.float32, copy=False))
-        linear.bias.data = torch.from_numpy(rng.normal(0.0, np.sqrt(1 / m), size=m).astype(np.float32, copy=False))
-        layers.append(linear)
-        layers.append(nn.Sigmoid() if i == sigmoid_layer else nn.ReLU())
-    return nn.Sequential(*layers)
-
-
-def _table_weights(rows: int, width: int, rng: _Draws) -> torch.Tensor:
-    bound = np.sqrt(1 / rows)
-    return torch.from_numpy(rng.uniform(-bound, bound, size=(rows, width)).astype(np.float32, copy=False))
-
-
-class PlainTable(nn.Module):
-    """``nn.EmbeddingBag``: DLRM's default table (``mode="sum"``), or a
-    descendant's variant (mean/max pooling, B+1 offsets, a padding row). The
-    padding row keeps its seed-drawn data: a lowering that forgets to skip it
-    must not be rescued by a row of zeros."""
-
-    def __init__(self, weight: torch.Tensor, mode: str = "sum", include_last_offset: bool = False,
-                 padding_idx: int | None = None) -> None:
-        super().__init__()
-        self.bag = nn.EmbeddingBag(weight.shape[0], weight.shape[1], mode=mode,
-                                   include_last_offset=include_last_offset,
-                                   padding_idx=padding_idx, _weight=weight)
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
-                per_sample_weights: torch.Tensor | None) -> torch.Tensor:
-        """Pool one table's bags through ``nn.EmbeddingBag``, as upstream does."""
-        return self.bag(indices, offsets, per_sample_weights=per_sample_weights)
-
-
-class QRTable(nn.Module):
-    """DLRM's ``QREmbeddingBag``: a quotient table of ceil(n/c) rows looked up by
-    ``(index / c).long()`` (float division, truncated: upstream's ops) and a
-    remainder table of c rows looked up by ``remainder(index, c).long()``,
-    combined by ``operation``."""
-
-    def __init__(self, rows: int, width: int, collisions: int, operation: str,
-                 rng: _Draws, mode: str = "sum",
-                 include_last_offset: bool = False) -> None:
-        super().__init__()
-        self.collisions = collisions
-        self.operation = operation
-        self.mode = mode
-        self.include_last_offset = include_last_offset
-        self.weight_q = nn.Parameter(_table_weights(-(-rows // collisions), width, rng))
-        self.weight_r = nn.Parameter(_table_weights(collisions, width, rng))
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
-                per_sample_weights: torch.Tensor | None) -> torch.Tensor:
-        """Look up quotient and remainder tables with upstream's ops and combine them."""
-        quotient = (indices / self.collisions).long()
-        remainder = torch.remainder(indices, self.collisions).long()
-        # include_last_offset is only passed when set: upstream's call has none.
-        extra = {"include_last_offset": True} if self.include_last_offset else {}
-        embed_q = F.embedding_bag(quotient, self.weight_q, offsets, mode=self.mode,
-                                  per_sample_weights=per_sample_weights, **extra)
-        embed_r = F.embedding_bag(remainder, self.weight_r, offsets, mode=self.mode,
-                                  per_sample_weights=per_sample_weights, **extra)
-        if self.operation == "concat":
-            return torch.cat((embed_q, embed_r), dim=1)
-        if self.operation == "add":
-            return embed_q + embed_r
-        return embed_q * embed_r
-
-
-class MDTable(nn.Module):
-    """DLRM's ``PrEmbeddingBag``: a narrow table followed by a bias-free linear
-    projection up to the base width (identity when already that wide)."""
-
-    def __init__(self, rows: int, width: int, base: int, rng: _Draws,
-                 include_last_offset: bool = False) -> None:
-        super().__init__()
-        self.bag = nn.EmbeddingBag(rows, width, mode="sum", include_last_offset=include_last_offset,
-                                   _weight=_table_weights(rows, width, rng))
-        self.proj: nn.Module = nn.Identity()
-        if width < base:
-            proj = nn.Linear(width, base, bias=False)
-            proj.weight.data = torch.from_numpy(
-                rng.normal(0.0, np.sqrt(2 / (width + base)), size=(base, width)).astype(np.float32, copy=False))
-            self.proj = proj
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
-                per_sample_weights: torch.Tensor | None) -> torch.Tensor:
-        """Pool the narrow table, then project it up to the base width."""
-        return self.proj(self.bag(indices, offsets, per_sample_weights=per_sample_weights))
-
-
-class QuantizedTable(nn.Module):
-    """DLRM's ``quantize_embedding``: rowwise 8-bit or 4-bit prepacked weights,
-    looked up with ``quantized::embedding_bag_{byte,4bit}_rowwise_offsets``."""
-
-    def __init__(self, weight: torch.Tensor, bits: int, include_last_offset: bool = False) -> None:
-        super().__init__()
-        self.bits = bits
-        self.include_last_offset = include_last_offset
-        pack = torch.ops.quantized.embedding_bag_byte_prepack if bits == 8 \
-            else torch.ops.quantized.embedding_bag_4bit_prepack
-        self.register_buffer("packed", pack(weight))
-
-    def dequantized(self) -> torch.Tensor:
-        """The float32 rows the quantized kernel sums (for the float64 reference)."""
-        unpack = torch.ops.quantized.embedding_bag_byte_unpack if self.bits == 8 \
-            else torch.ops.quantized.embedding_bag_4bit_unpack
-        return unpack(self.packed)
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor | None,
-                per_sample_weights: torch.Tensor | None) -> torch.Tensor:
-        """Pool from the prepacked rows with the quantized rowwise kernel."""
-        op = torch.ops.quantized.embedding_bag_byte_rowwise_offsets if self.bits == 8 \
-            else torch.ops.quantized.embedding_bag_4bit_rowwise_offsets
-        extra = {"include_last_offset": True} if self.include_last_offset else {}
-        return op(self.packed, indices, offsets, per_sample_weights=per_sample_weights, **extra)
 
 
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -207,7 +69,7 @@ class DLRM(nn.Module):
         self.input_dtype = _TORCH_DTYPES[config.dtype]
         self.compute_dtype = self.input_dtype
         self.output_dtype = torch.float32
-        rng: _Draws = _ZeroDraws() if seed is None else np.random.RandomState(seed % 2**32)
+        rng: Draws = ZeroDraws() if seed is None else np.random.RandomState(seed % 2**32)
         last = config.include_last_offset
         tables: list[nn.Module] = []
         for k, rows in enumerate(config.ln_emb):
@@ -218,10 +80,10 @@ class DLRM(nn.Module):
             elif kind == "md":
                 tables.append(MDTable(rows, config.table_width(k), config.base_width, rng, last))
             elif kind == "quantized":
-                tables.append(QuantizedTable(_table_weights(rows, config.base_width, rng),
+                tables.append(QuantizedTable(table_weights(rows, config.base_width, rng),
                                              config.quantize_bits, last))
             else:
-                tables.append(PlainTable(_table_weights(rows, config.base_width, rng),
+                tables.append(PlainTable(table_weights(rows, config.base_width, rng),
                                          config.pooling, last, config.padding_idx))
         self.emb_l = nn.ModuleList(tables)
         pooling = [torch.from_numpy(rng.uniform(-1.0, 1.0, size=rows).astype(np.float32, copy=False))
@@ -231,8 +93,8 @@ class DLRM(nn.Module):
         else:
             for k, w in enumerate(pooling):
                 self.register_buffer(f"v_W_{k}", w)
-        self.bot_l = _mlp(config.ln_bot, config.sigmoid_bot, rng)
-        self.top_l = _mlp(config.ln_top, config.sigmoid_top, rng)
+        self.bot_l = mlp(config.ln_bot, config.sigmoid_bot, rng)
+        self.top_l = mlp(config.ln_top, config.sigmoid_top, rng)
 
     def pooling_weights(self, k: int) -> torch.Tensor | None:
         """Table ``k``'s per-row pooling weights (learned or fixed), or None without the knob."""
@@ -368,85 +230,3 @@ def build_reference(config: DLRMConfig, seed: int) -> DLRM:
     model.compute_dtype = torch.float64
     model.output_dtype = torch.float64
     return model
-
-
-def to_numpy(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
-    """Tensors as arrays; numpy has no bfloat16, so those are widened to
-    float32 (exact)."""
-    return [(t.detach().float() if t.dtype == torch.bfloat16 else t.detach()).numpy()
-            for t in tensors]
-
-
-def to_torch(arrays: Sequence[np.ndarray], layout: "int | DLRMConfig",
-             dtype: torch.dtype = torch.float32) -> tuple[Any, ...]:
-    """Turn a flat input list (``Batch.flat()``) into forward's arguments:
-    ``(dense, offsets, indices)`` (``(dense, indices)`` for fixed-length bags,
-    see ``FixedLengthDLRM``), plus per-sample weights when the config has
-    them. ``layout`` is the config (or, for per-table lists, just the number of
-    tables). Float inputs (dense, weights) become ``dtype``."""
-    def tensor(a: np.ndarray, floating: bool = False) -> torch.Tensor:
-        out = torch.from_numpy(np.ascontiguousarray(a))
-        return out.to(dtype) if floating else out
-
-    dense = tensor(arrays[0], True)
-    if isinstance(layout, int):
-        kind, tables, weighted = "lists", layout, False
-    else:
-        kind, tables, weighted = layout.input_layout, layout.num_tables, layout.per_sample_weights
-    rest = list(arrays[1:])
-    if kind == "stacked":
-        offsets: Any = tensor(rest[0])
-        indices: Any = tensor(rest[1])
-        weights: Any = tensor(rest[2], True) if weighted else None
-    elif kind == "fixed":
-        offsets = None
-        indices = [tensor(a) for a in rest[:tables]]
-        weights = [tensor(a, True) for a in rest[tables:2 * tables]] if weighted else None
-    else:
-        offsets = [tensor(a) for a in rest[:tables]]
-        indices = [tensor(a) for a in rest[tables:2 * tables]]
-        weights = [tensor(a, True) for a in rest[2 * tables:3 * tables]] if weighted else None
-    sparse = (indices,) if kind == "fixed" else (offsets, indices)
-    return (dense, *sparse) if weights is None else (dense, *sparse, weights)
-
-
-def tracing_example(config: DLRMConfig) -> list[np.ndarray]:
-    """Inputs to export a shape-polymorphic program from. Sizes are 2 (3 for
-    B+1 offsets), not 0 or 1, because torch.export specializes dimensions it
-    sees as 0 or 1."""
-    from fuzz.model.sample import Batch
-
-    dtype = np.dtype(config.index_dtype)
-    tables = config.num_tables
-    return Batch.for_config(
-        config, np.zeros((2, config.num_dense), np.float32),
-        tuple(np.array([0, 2], dtype) for _ in range(tables)),
-        tuple(np.zeros(4, dtype) for _ in range(tables)),
-        tuple(np.zeros(4, np.float32) for _ in range(tables)) if config.per_sample_weights else None,
-    ).flat()
-
-
-def dynamic_shapes(config: DLRMConfig) -> tuple[Any, ...]:
-    """``torch.export`` dynamic-shape spec: one batch dimension shared by the
-    dense input and every offsets tensor (``batch + 1`` with B+1 offsets), and
-    an index count per table (one shared count when stacked; a bag length per
-    table for fixed-length bags)."""
-    from torch.export import Dim
-
-    batch = Dim("batch", min=1, max=2**20)
-    offsets_len = batch + 1 if config.include_last_offset else batch
-    tables = range(config.num_tables)
-    weighted = config.per_sample_weights
-    spec: tuple[Any, ...]
-    if config.input_layout == "stacked":
-        count = Dim("indices", min=0, max=2**24)
-        spec = ({0: batch}, {1: offsets_len}, {1: count}) + (({1: count},) if weighted else ())
-    elif config.input_layout == "fixed":
-        lengths = [Dim(f"bag_{k}", min=1, max=2**16) for k in tables]
-        per_table = [{0: batch, 1: length} for length in lengths]
-        spec = ({0: batch}, per_table) + ((per_table,) if weighted else ())
-    else:
-        counts = [Dim(f"indices_{k}", min=0, max=2**24) for k in tables]
-        spec = ({0: batch}, [{0: offsets_len} for _ in counts], [{0: c} for c in counts]) \
-            + (([{0: c} for c in counts],) if weighted else ())
-    return spec

@@ -12,6 +12,11 @@ it under a key of its pins, and runs ``python -m fuzz`` inside it. uv does not
 read pip's configuration, so the index, find-links, constraints and
 certificate pip uses here are handed to uv explicitly; that is also what keeps
 torch on the local CPU wheel instead of a multi-GB CUDA build.
+
+This module is the toolchain (``Toolchain``: its pins, its key, from a command
+line) and its environment (built, cached, run in). What a pin is, pin files
+and the index's releases are ``fuzz.regress.pins``; what uv needs from pip's
+settings is ``fuzz.regress.installer``.
 """
 
 from __future__ import annotations
@@ -28,41 +33,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from fuzz.regress.pins import PINNED, ToolchainError, is_pin, pinned_lines, releases
+
+# Under the private names they had here: fuzz.regress.toolchain_path and the
+# tests reach them on this module (and monkeypatch ``_uv_bin`` here).
+from fuzz.regress.installer import (pip_settings as _pip_settings, uv_bin as _uv_bin,
+                                    uv_environ as _uv_environ,
+                                    wheel_requirements as _wheel_requirements)
+from fuzz.regress.pins import (canonical_name as _canonical, split_pin as _split,
+                               version_key as _version_key)
+
 __all__ = [
     "PINNED", "Toolchain", "ToolchainError", "constraints_pins", "current_toolchain",
     "environment",
     "parse_pins", "releases", "run_in", "run_with", "toolchain_from", "same_toolchain",
 ]
 
-# The pins of constraints.txt, the tested toolchain (a test keeps the two in
-# step; a copy here because an installed wheel carries no constraints file).
-# Packages a Toolchain does not name keep these versions.
-PINNED: tuple[str, ...] = (
-    "iree-base-compiler==3.13.0",
-    "iree-base-runtime==3.13.0",
-    "torch==2.13.0",
-    "torch-mlir==20261001",
-)
 _META = "dlrm-fuzz-toolchain.json"
-_PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([0-9][0-9A-Za-z.+!_-]*)")
 _BUILD_TIMEOUT_S = 1800.0
-
-
-class ToolchainError(Exception):
-    """Bad pins, a version that does not install, or uv missing: one line that
-    names the problem and the fix."""
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _split(pin: str) -> tuple[str, str]:
-    match = _PIN.fullmatch(pin.strip())
-    if not match:
-        raise ToolchainError(
-            f"pin={pin!r}: write an exact pin NAME==VERSION, e.g. iree-base-compiler==3.10.0")
-    return _canonical(match.group(1)), match.group(2)
 
 
 @dataclass(frozen=True)
@@ -249,18 +237,6 @@ def _build(venv: Path, toolchain: Toolchain, pins: Sequence[str] | None = None) 
     (venv / _META).write_text(json.dumps(_record(toolchain), indent=2) + "\n")
 
 
-def _wheel_requirements() -> list[str]:
-    """dlrm-fuzz's own dependencies (no extras), as the installed wheel declares them."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    try:
-        declared = requires("dlrm-fuzz") or []
-    except PackageNotFoundError:
-        raise ToolchainError("dlrm-fuzz: neither a source checkout nor an installed "
-                             "distribution; install it with `pip install -e .`") from None
-    return [req for req in declared if "extra ==" not in req.replace('"', "").replace("'", "")]
-
-
 def _copy_harness(venv: Path) -> None:
     """Today's harness packages into the environment's site-packages."""
     site = subprocess.run([str(_python_in(venv)), "-c",
@@ -296,83 +272,6 @@ def _install_failure(toolchain: Toolchain, text: str) -> str:
     name = _split(blamed[0])[0] if blamed else "PACKAGE"
     return (f"{','.join(blamed) or toolchain.describe()}: does not install (uv: {reason}); "
             f"check the version with `pip index versions {name}`")
-
-
-def _uv_bin() -> str:
-    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
-    if found:
-        return found
-    try:
-        import uv as uv_package  # the `uv` PyPI package ships the binary
-        return str(uv_package.find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        raise ToolchainError("uv: not found; install it with `pip install uv`") from None
-
-
-def _pip_config() -> dict[str, str]:
-    """pip's effective settings (``pip config list``: files and PIP_* variables)."""
-    try:
-        done = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    settings: dict[str, str] = {}
-    for line in done.stdout.splitlines():
-        match = re.fullmatch(r"[^.]*\.([a-z-]+)='(.*)'", line.strip())
-        if match:  # later lines (environment) win, as in pip
-            settings[match.group(1)] = match.group(2)
-    return settings
-
-
-def _pip_settings() -> list[str]:
-    """pip's index, find-links and constraints as uv flags: uv does not read
-    pip's configuration, and the find-links folder is where the CPU torch is."""
-    config = _pip_config()
-    flags: list[str] = []
-    if "index-url" in config:
-        flags += ["--index-url", config["index-url"]]
-    for option in ("extra-index-url", "find-links", "constraint"):
-        for value in config.get(option, "").split():
-            flags += [f"--{option}", value]
-    return flags
-
-
-def _uv_environ() -> dict[str, str]:
-    env = dict(os.environ)
-    cert = _pip_config().get("cert")
-    if cert and "SSL_CERT_FILE" not in env:
-        env["SSL_CERT_FILE"] = cert
-    return env
-
-
-def releases(package: str) -> list[str]:
-    """Installable versions of ``package``, oldest first (bisect ranges such as
-    2.9.0..3.13.0 are cut from this list). Asks pip's index, the same one uv
-    is pointed at."""
-    name, _ = _split(f"{package}==0")
-    try:
-        done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name],
-                              capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired as exc:
-        raise ToolchainError(f"package={package!r}: the index did not answer; "
-                             "check the network") from exc
-    match = re.search(r"Available versions:\s*(.+)", done.stdout)
-    if done.returncode != 0 or not match:
-        raise ToolchainError(f"package={package!r}: no installable releases found; "
-                             "check the name on the package index")
-    return sorted((v.strip() for v in match.group(1).split(",")), key=_version_key)
-
-
-def _version_key(version: str) -> tuple[object, ...]:
-    try:
-        from packaging.version import InvalidVersion, Version
-        try:
-            return (0, Version(version))
-        except InvalidVersion:
-            pass
-    except ImportError:
-        pass
-    return (1, tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+-]", version)))
 
 
 def run_in(toolchain: Toolchain, args: Sequence[str], root: Path | None = None,
@@ -412,25 +311,15 @@ def toolchain_from(text: str) -> Toolchain:
             raise ToolchainError(f"pins={text!r}: no such file; give NAME==VERSION pins, a "
                                  "constraints.txt or a pyproject.toml")
         try:
-            lines = _pinned_lines(path)
+            lines = pinned_lines(path)
         except (OSError, ValueError) as exc:
             raise ToolchainError(f"pins={text!r}: not a readable pin file ({exc}); "
                                  "fix the file or give NAME==VERSION pins") from None
         names = {_split(pin)[0] for pin in PINNED}
         pins = tuple(line for line in lines
-                     if _PIN.fullmatch(line) and _split(line)[0] in names)
+                     if is_pin(line) and _split(line)[0] in names)
         return Toolchain(pins)
     return parse_pins(text)
-
-
-def _pinned_lines(path: Path) -> list[str]:
-    """The requirement lines of a constraints file, or a pyproject.toml's
-    ``[project] dependencies``, spaces and comments dropped."""
-    if path.suffix == ".toml":
-        import tomllib
-        deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
-        return [str(dep).replace(" ", "") for dep in deps]
-    return [line.split("#", 1)[0].replace(" ", "") for line in path.read_text().splitlines()]
 
 
 def constraints_pins(path: Path) -> tuple[str, ...]:

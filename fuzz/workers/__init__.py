@@ -2,7 +2,8 @@
 fuzzer down: the pool interface and job types (``interface``), the local pool
 of persistent worker processes (``pool``), what
 a worker does with one job (``execute``) and the same pool as Ray actors
-(``raypool``). Triage and the engine use a pool; a new way to run jobs
+(``raypool``: dispatch, over ``rayactor``: one actor and which jobs go to
+which, and ``raycluster``: connecting to the cluster). Triage and the engine use a pool; a new way to run jobs
 (another cluster) goes here."""
 
 from typing import Any

@@ -2,40 +2,35 @@
 drop-in for ``fuzz.workers.pool.WorkerPool`` while the coordinator keeps
 generation, dedup, shrinking and the corpus.
 
-Each actor owns a one-worker local ``WorkerPool`` and runs every job through
-it, so a compiler that segfaults, aborts, hangs or eats memory is the same
-CRASH / TIMEOUT finding as on one machine and the actor itself survives it.
-An actor that dies (its node lost, its process killed, no answer long after
-the job's own time limit) is no finding: its job goes to another actor, up to
-``MAX_ATTEMPTS`` times, and the actor is replaced when the cluster has room;
-the run goes on with the actors left. Jobs whose target needs a GPU run on
-actors that reserve one (``gpu_workers``); jobs that write the corpus run
-here, in a local worker (``runs_here``). Ray is imported lazily: the base
-install has none (``pip install 'dlrm-fuzz[ray]'``).
+This module is the pool's dispatch: it queues jobs by the kind of actor they
+need (GPU or not; ``fuzz.workers.rayactor`` says which, and what an actor
+is), hands them to idle actors, collects the answers, and survives losing
+actors. An actor that dies (its node lost, its process killed, no answer long
+after the job's own time limit) is no finding: its job goes to another actor,
+up to ``MAX_ATTEMPTS`` times, and the actor is replaced when the cluster has
+room; the run goes on with the actors left. Jobs that write the corpus run
+here, in a local worker. Connecting to the cluster and Ray's errors are
+``fuzz.workers.raycluster``'s. Ray is imported lazily: the base install has
+none (``pip install 'dlrm-fuzz[ray]'``).
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import multiprocessing
-import os
-import re
-import signal
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable
 
-import numpy as np
-
-from fuzz.targets.catalog import TARGETS, Target
+from fuzz.targets.catalog import Target
 from fuzz.targets.versions import tool_versions
 from fuzz.workers.interface import AnswerQueue, ExecuteJob, HarnessError, HarnessFault, Job
 from fuzz.workers.pool import WorkerPool
-from oracles.results import TargetResult
+from fuzz.workers.rayactor import (actor_class, check_gpu_workers, job_target, needs_gpu, owned,
+                                   runs_here)
+from fuzz.workers.raycluster import (ClusterLost, RayUnavailable, check_room, connect, first_line,
+                                     last_line, ray_module, unwrapped)
 
 __all__ = ["RayPool", "RayUnavailable", "ClusterLost", "needs_gpu", "runs_here", "check_gpu_workers", "MAX_ATTEMPTS",
            "GRACE_S"]
@@ -44,97 +39,8 @@ MAX_ATTEMPTS = 3  # actors a job may lose before it is a harness error
 GRACE_S = 60.0  # beyond the job's own time limit, before its actor is presumed lost
 _STARTUP_TIMEOUT_S = 300.0
 _SLICE_S = 0.25
-_INSTALL_HINT = "pip install 'dlrm-fuzz[ray]'"
 
 _log = logging.getLogger(__name__)
-
-
-class RayUnavailable(RuntimeError):
-    """Ray is missing, its cluster unreachable or too small for the pool asked for."""
-
-
-class ClusterLost(HarnessError):
-    """The cluster lost what a job needs: the job lost ``MAX_ATTEMPTS`` actors,
-    or no node is left to start one on. Not a finding, and not a bug of
-    dlrm-fuzz either (a ``HarnessError`` so that it stops a campaign the same way)."""
-
-
-def needs_gpu(target: Target) -> bool:
-    """Whether ``target`` runs only on a real GPU (CUDA or HIP), hence on an
-    actor reserving one. Vulkan is not: lavapipe gives every CPU node a Vulkan
-    device, so a Vulkan target checks what the node it lands on has."""
-    backend, driver = getattr(target, "backend", None), getattr(target, "driver", None)
-    return backend in ("cuda", "rocm") or driver in ("cuda", "hip")
-
-
-def check_gpu_workers(targets: Sequence[Target], gpu_workers: int) -> None:
-    """A one-line error when a GPU target would have no actor to run on."""
-    gpu = [t.name for t in targets if needs_gpu(t)]
-    if gpu and gpu_workers < 1:
-        raise RayUnavailable(f"target={gpu[0]!r} needs a GPU but gpu_workers={gpu_workers}: "
-                             f"reserve GPU actors with --ray-gpu-workers N")
-
-
-def runs_here(job: Job) -> bool:
-    """Whether ``job`` reads or writes this machine's files (the corpus), so
-    that it must run on the coordinator, not on whichever node is free: a
-    ``BugReportJob`` (repro.py, tool files), or any job saying so with a true
-    ``runs_here`` attribute."""
-    from fuzz.reports.bugreport import BugReportJob
-
-    return isinstance(job, BugReportJob) or bool(getattr(job, "runs_here", False))
-
-
-def _job_target(job: Job) -> Target | None:
-    target = getattr(job, "target", None)
-    return target if isinstance(target, Target) else TARGETS.get(job.target_name)
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise RayUnavailable(f"Ray is not installed ({exc}): {_INSTALL_HINT}") from None
-    return ray
-
-
-class _PoolActor:
-    """One Ray actor: a one-worker ``WorkerPool`` on its node (made a Ray
-    actor class by ``_actor_class``, so this module imports without Ray)."""
-
-    def __init__(self, timeout_s: float, memory_mb: int | None, preload: bool,
-                 cache_dir: str | None, cache_mb: int) -> None:
-        self._pool = WorkerPool(1, timeout_s, memory_mb, preload,
-                                Path(cache_dir) if cache_dir else None, cache_mb)
-
-    def hello(self) -> dict[str, Any]:
-        """Who and where: checked by the coordinator (one toolchain everywhere)."""
-        return {"host": socket.gethostname(), "pid": os.getpid(), "versions": tool_versions()}
-
-    def run(self, job: Job) -> tuple[str, Any, float]:
-        began = time.monotonic()
-        try:
-            answer = self._pool.run([job])[0]
-        except HarnessError as exc:
-            return "harness-error", str(exc), time.monotonic() - began
-        return "result", answer, time.monotonic() - began
-
-    def stop(self) -> None:
-        """Kill the worker process (it may be deep in a compile): an actor
-        killed by Ray would leave it running as an orphan."""
-        for child in multiprocessing.active_children():
-            child.kill()
-
-
-_ACTOR_CLASS: Any = None
-
-
-def _actor_class() -> Any:
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        # Two threads: ``stop`` must get through while ``run`` waits on a job.
-        _ACTOR_CLASS = _ray().remote(max_concurrency=2)(_PoolActor)
-    return _ACTOR_CLASS
 
 
 @dataclass
@@ -190,11 +96,11 @@ class RayPool(AnswerQueue):
         self._here: WorkerPool | None = None
         self._here_tickets: dict[int, int] = {}  # its ticket -> ours
         self.ran_here = 0
-        self._ray = _ray()
-        self._connected = False  # this pool called ray.init: it calls ray.shutdown
-        self._connect(size + gpu_workers)
+        self._ray = ray_module()
+        # True when this pool called ray.init: it then calls ray.shutdown.
+        self._connected = connect(self._ray, address, size + gpu_workers)
         try:
-            self._check_room(size, gpu_workers)
+            check_room(self._ray, address, size, gpu_workers)
             for gpu in [False] * size + [True] * gpu_workers:
                 self._start(gpu)
             self._await_ready()
@@ -203,54 +109,11 @@ class RayPool(AnswerQueue):
             raise
 
     # -- lifecycle ---------------------------------------------------------
-    def _connect(self, cpus: int) -> None:
-        ray = self._ray
-        if ray.is_initialized():
-            return
-        # Worker logs stay on their nodes (the campaign prints its own report).
-        quiet: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.ERROR)
-        # ray.init installs a SIGTERM handler that exits the process: the
-        # campaign's own (stop, report, reap) must stay in charge.
-        sigterm = signal.getsignal(signal.SIGTERM)
-        try:
-            if self.address == "local":
-                # "local": always a new cluster, never one another process started.
-                ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)
-            else:
-                _probe(self.address)
-                ray.init(address=self.address, **quiet)
-        except Exception as exc:
-            # Port open, no connection: most often Ray 2.60's token authentication,
-            # which an explicit address does not switch on by itself.
-            token = "" if isinstance(exc, _Unreachable) or os.environ.get("RAY_AUTH_MODE") else (
-                "; if the cluster uses token authentication, set RAY_AUTH_MODE=token and copy "
-                "the head's ~/.ray/auth_token here")
-            raise RayUnavailable(
-                f"address={self.address!r}: no Ray cluster reachable ({_first_line(exc)}); start "
-                f"one with `ray start --head` there and check it with `ray status --address "
-                f"HOST:6379`{token}; or use --ray local") from None
-        finally:
-            if threading.current_thread() is threading.main_thread() and sigterm is not None:
-                signal.signal(signal.SIGTERM, sigterm)
-        self._connected = True
-
-    def _check_room(self, size: int, gpu_workers: int) -> None:
-        total = self._ray.cluster_resources()
-        cpus, gpus = int(total.get("CPU", 0)), int(total.get("GPU", 0))
-        if gpu_workers > gpus:
-            raise RayUnavailable(f"gpu_workers={gpu_workers}: the Ray cluster at {self.address} "
-                                 f"has {gpus} GPUs; join GPU nodes with `ray start "
-                                 f"--address=HEAD:6379 --num-gpus N`")
-        if size + gpu_workers > cpus:
-            raise RayUnavailable(f"workers={size} + gpu_workers={gpu_workers} need "
-                                 f"{size + gpu_workers} CPUs; the Ray cluster at "
-                                 f"{self.address} has {cpus}: add nodes or ask for fewer workers")
-
     def _start(self, gpu: bool) -> None:
         options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
         if gpu:
             options["num_gpus"] = 1
-        handle = _actor_class().options(**options).remote(*self._args)
+        handle = actor_class().options(**options).remote(*self._args)
         self._actors.append(_Actor(handle, gpu, handle.hello.remote(), time.monotonic()))
 
     def _await_ready(self) -> None:
@@ -260,7 +123,7 @@ class RayPool(AnswerQueue):
         deadline = time.monotonic() + _STARTUP_TIMEOUT_S
         done: list[Any] = []
         while len(done) < len(refs) and time.monotonic() < deadline:  # in slices, as in _collect
-            done, _ = _unwrapped(self._ray.wait, refs, num_returns=len(refs), timeout=_SLICE_S)
+            done, _ = unwrapped(self._ray.wait, refs, num_returns=len(refs), timeout=_SLICE_S)
         if len(done) < len(refs):
             raise RayUnavailable(f"{len(refs) - len(done)} of {len(refs)} Ray workers did not "
                                  f"start within {_STARTUP_TIMEOUT_S:.0f}s at {self.address} "
@@ -270,7 +133,7 @@ class RayPool(AnswerQueue):
                 self._greet(actor, self._ray.get(actor.ready))
             except self._ray.exceptions.RayError as exc:
                 raise HarnessError(f"a Ray worker failed to start at {self.address}: "
-                                   f"{_last_line(exc)}") from exc
+                                   f"{last_line(exc)}") from exc
 
     def _greet(self, actor: _Actor, hello: dict[str, Any]) -> None:
         here = tool_versions()
@@ -345,7 +208,7 @@ class RayPool(AnswerQueue):
             self._here_tickets[self._here.submit(work, urgent=urgent)] = self._tickets
             self.ran_here += 1
             return self._tickets
-        target = _job_target(work)
+        target = job_target(work)
         gpu = target is not None and needs_gpu(target)
         if gpu:
             assert target is not None
@@ -410,13 +273,13 @@ class RayPool(AnswerQueue):
             left = wait_until - time.monotonic()
             step = max(0.0, min(left, _SLICE_S))
             if refs:
-                ready, _ = _unwrapped(ray.wait, refs, num_returns=1, timeout=step)
+                ready, _ = unwrapped(ray.wait, refs, num_returns=1, timeout=step)
             if self._here_tickets:
                 done += self._collect_here(0.0 if refs else step)
             if ready or done or left <= _SLICE_S:
                 break
         if ready:
-            ready, _ = _unwrapped(ray.wait, refs, num_returns=len(refs), timeout=0)
+            ready, _ = unwrapped(ray.wait, refs, num_returns=len(refs), timeout=0)
         finished = set(ready)
         for actor in starting:
             if actor.ready in finished:
@@ -451,8 +314,8 @@ class RayPool(AnswerQueue):
             self._failed_starts += 1
             if self._failed_starts > MAX_ATTEMPTS:
                 raise ClusterLost(f"Ray workers keep failing to start ({self._failed_starts} in "
-                                   f"a row): {_last_line(exc)}") from exc
-            _log.warning("a Ray worker failed to start (%s); starting another", _last_line(exc))
+                                   f"a row): {last_line(exc)}") from exc
+            _log.warning("a Ray worker failed to start (%s); starting another", last_line(exc))
             self._start(actor.gpu)
 
     def _answer(self, actor: _Actor) -> tuple[int, Any] | None:
@@ -464,18 +327,18 @@ class RayPool(AnswerQueue):
                 ray.exceptions.LocalRayletDiedError, ray.exceptions.RaySystemError,
                 ray.exceptions.OutOfMemoryError)  # Ray's memory monitor took the actor
         try:
-            kind, payload, seconds = _unwrapped(ray.get, actor.ref)
+            kind, payload, seconds = unwrapped(ray.get, actor.ref)
         except lost as exc:
-            self._lost(actor, f"{type(exc).__name__}: {_first_line(exc)}")
+            self._lost(actor, f"{type(exc).__name__}: {first_line(exc)}")
             return None
         except ray.exceptions.RayTaskError as exc:
             raise HarnessError(f"bug in dlrm-fuzz's Ray worker while running {job.target_name}: "
-                               f"{_first_line(exc)}") from exc
+                               f"{first_line(exc)}") from exc
         self.busy_s += seconds
         actor.ticket = actor.job = actor.ref = None
         if kind == "harness-error":  # the actor lives on; the answer says what broke
             return ticket, HarnessFault(job.target_name, str(payload))
-        return ticket, _owned(payload)
+        return ticket, owned(payload)
 
     def _lost(self, actor: _Actor, why: str) -> None:
         """Its job goes back to the front of the queue for another actor; a
@@ -508,53 +371,3 @@ class RayPool(AnswerQueue):
                                    f"worker could start for {_STARTUP_TIMEOUT_S:.0f}s: the "
                                    f"cluster at {self.address} lost the nodes to run them "
                                    f"(`ray status`)")
-
-
-def _unwrapped(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``call`` (a blocking Ray call), raising what a signal handler raised
-    during it (the campaign's ``Interrupted``) as itself: Ray hands it back
-    wrapped in a ``SystemError``, which would read as a crash of ours."""
-    try:
-        return call(*args, **kwargs)
-    except SystemError as exc:
-        cause = exc.__cause__ or exc.__context__
-        if cause is None or isinstance(cause, Exception):
-            raise
-        raise cause.with_traceback(cause.__traceback__) from None
-
-
-def _owned(answer: Any) -> Any:
-    """A result's arrays in this process's own writable memory, as the local
-    pool gives them: Ray hands back read-only views of its object store."""
-    if isinstance(answer, TargetResult):
-        answer.outputs = [out if out is None or out.flags.writeable else np.array(out)
-                          for out in answer.outputs]
-    return answer
-
-
-class _Unreachable(ConnectionError):
-    """Nobody listens at the address."""
-
-
-def _probe(address: str, timeout_s: float = 5.0) -> None:
-    """Fail fast on a HOST:PORT nobody listens on: ``ray.init`` would retry for
-    minutes. ("auto" and ``ray://`` addresses are Ray's to resolve.)"""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
-        return
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise _Unreachable(f"cannot connect to {address}: {exc}") from None
-
-
-def _last_line(exc: BaseException) -> str:
-    """The innermost error of a Ray error that carries a remote traceback
-    (an actor's failed start): its last line, without terminal colours."""
-    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
-    return lines[-1].strip() if lines else type(exc).__name__
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
