@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "throughput.py"
 
 
+@pytest.mark.engine
 def test_a_missing_old_engine_rev_is_one_line_naming_git_fetch_tags() -> None:
     done = subprocess.run([sys.executable, str(BENCH), "--old-rev", "no-such-rev-of-dlrm-fuzz",
                            "--skip", "1,2,3,7,8"], capture_output=True, text=True, timeout=120)

@@ -100,6 +100,7 @@ print('run passed: fixed'); sys.exit(0)
 """
 
 
+@pytest.mark.engine
 def test_repro_exit_statuses_become_marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
     """Each "release" is this Python with a version baked into repro.py's
@@ -122,6 +123,7 @@ def test_repro_exit_statuses_become_marks(tmp_path: Path, monkeypatch: pytest.Mo
         repro_test(tmp_path, ("iree-base-compiler",), "x")
 
 
+@pytest.mark.engine
 def test_bisect_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     for args in (["nope", "--iree", "3.8.0..3.9.0", "--corpus", str(tmp_path)],
                  ["nope", "--iree", "3.8.0-3.9.0"]):

@@ -156,6 +156,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
                           timeout=900, cwd=cwd)
 
 
+@pytest.mark.engine
 def test_bad_pins_and_files_are_one_line_errors(tmp_path: Path) -> None:
     for args in (["--to", "iree-base-compiler=3"], ["--to", str(tmp_path / "nope.toml")],
                  ["--to", "iree-base-compiler==3.12.0", "--corpus", str(__file__)]):

@@ -58,6 +58,7 @@ def _writer(root: str, n: int) -> None:
         cache.put(cache_key("shared", i % 5), bytes([n]) * 20_000)
 
 
+@pytest.mark.engine
 def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     writers = [context.Process(target=_writer, args=(str(tmp_path), n)) for n in (1, 2, 3)]

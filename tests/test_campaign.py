@@ -14,6 +14,7 @@ from fuzz.store import corpus
 from fuzz.engine.campaign import CampaignOptions, run_campaign
 
 
+@pytest.mark.engine
 def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> None:
     options = CampaignOptions(budget_s=300, seed=1, corpus_dir=tmp_path / "corpus",
                               targets=("fake-segfault", "fake-ok", "fake-hang", "fake-oom"),
@@ -36,6 +37,7 @@ def test_campaign_survives_crashing_hanging_and_oom_targets(tmp_path: Path) -> N
     assert by_target["fake-hang"].stage == "compile"
 
 
+@pytest.mark.engine
 def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> None:
     """Samples flow without a barrier; the target that keeps failing in the
     same known bucket is sent fewer samples (but regularly), the passing one
@@ -61,6 +63,7 @@ def test_scheduled_campaign_spends_less_on_a_known_failure(tmp_path: Path) -> No
     assert summary["allocation"] and summary["busy_fraction"] == round(report.busy_fraction, 3)
 
 
+@pytest.mark.engine
 def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The one target keeps landing in its known bucket and nothing else
     could take the sample: the scheduler's cell fades, yet every generated
@@ -89,6 +92,7 @@ def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> Non
                if k.startswith("dtype=")) == 30
 
 
+@pytest.mark.engine
 def test_a_generated_sample_is_submitted_with_its_weights_form_and_draws(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The campaign sends each generated sample as drawn: a weights-as-inputs
@@ -122,6 +126,7 @@ def test_a_generated_sample_is_submitted_with_its_weights_form_and_draws(
     assert seen == [("inputs", 2), ("inline", 0)] * 3
 
 
+@pytest.mark.engine
 def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Blame compares targets: a sample the scheduler sent to only some of
@@ -140,6 +145,7 @@ def test_a_new_bucket_seen_on_a_partial_schedule_is_filed_from_a_full_run(
     assert [f.sample_index for f in report.findings] == [1, 2]
 
 
+@pytest.mark.engine
 def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
     """Two `dlrm-fuzz run` processes on one corpus folder and one artifact
     cache at the same time: every bucket stored once, whole, and both
@@ -172,6 +178,7 @@ def test_two_campaigns_share_one_corpus_and_one_cache(tmp_path: Path) -> None:
         assert entry.seen_on and entry.sample.batches  # whole, loadable entries
 
 
+@pytest.mark.engine
 def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A HarnessError escaping a phase stops the campaign but returns its
     report (the CLI prints the summary and exits 3), naming the phase."""
@@ -191,6 +198,7 @@ def test_a_bug_of_ours_ending_a_phase_keeps_the_summary(tmp_path: Path, monkeypa
     assert report.summary()["harness_errors"] == report.harness_errors
 
 
+@pytest.mark.engine
 def test_a_sample_too_big_for_the_reference_is_skipped_not_a_bug_of_ours(
         tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Three 2^23-row tables: float32 eager fits a 2000 MiB worker, the float64

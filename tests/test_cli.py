@@ -21,6 +21,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
                           cwd=cwd, timeout=600)
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("args, message", [
     (["run", "--targets", "iree-nope"], "target='iree-nope': unknown"),
     (["run", "--budget", "soon"], "duration='soon'"),
@@ -35,6 +36,7 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.engine
 def test_corpus_that_is_a_file_is_refused_and_kept(tmp_path: Path) -> None:
     path = tmp_path / "corpus"
     path.write_text("precious")
@@ -49,6 +51,7 @@ def test_parse_duration() -> None:
     assert parse_duration("1.5h") == 5400
 
 
+@pytest.mark.engine
 def test_targets_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
@@ -101,6 +104,7 @@ def test_short_campaign_stores_real_failures(tmp_path: Path) -> None:
     assert all(bucket[:20] in listing.stdout for bucket in snapshot)
 
 
+@pytest.mark.engine
 def test_unavailable_target_is_one_line_exit_2(tmp_path: Path) -> None:
     ok, _ = TARGETS["iree-hip"].availability()
     if ok:

@@ -131,6 +131,7 @@ def _record_many(root: str, prefix: str) -> None:
         corpus.record_seen(Path(root), "b", [f"{prefix}-{i}"])
 
 
+@pytest.mark.engine
 def test_concurrent_seen_on_updates_lose_nothing(tmp_path: Path) -> None:
     corpus.save(tmp_path, entry("b", tiny_sample()))
     context = multiprocessing.get_context("spawn")

@@ -59,6 +59,7 @@ def test_seeding_copies_missing_cases_only(tmp_path: Path) -> None:
     assert _tree(seed) == before
 
 
+@pytest.mark.engine
 def test_a_campaign_leaves_the_committed_corpus_byte_identical(tmp_path: Path) -> None:
     """A checkout's corpus/ holding the real committed cases plus a fake
     bucket (so the campaign meets a known bucket and may store a smaller case

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fuzz.engine.coverage import COLUMNS, Coverage, knob_values, shape_class
 from fuzz.model.sample import Batch, Sample
@@ -62,6 +63,7 @@ def test_a_sample_counts_as_far_as_its_furthest_target_got() -> None:
     assert coverage.to_dict()["index_dtype=int32"]["lowered"] == 2
 
 
+@pytest.mark.engine
 def test_campaign_prints_and_records_coverage(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "fuzz", "run", "--targets", "fake-ok", "--corpus",

@@ -29,10 +29,12 @@ def _assert_consistent(answer: tuple[bool, str]) -> None:
         assert reason.strip() and "\n" not in reason
 
 
+@pytest.mark.engine
 def test_local_task_is_available() -> None:
     assert devices.device_availability("local-task") == (True, "")
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("driver, label", [("cuda", "CUDA"), ("hip", "HIP")])
 def test_gpu_drivers_answer_without_raising(driver: str, label: str) -> None:
     available, reason = devices.device_availability(driver)
@@ -41,17 +43,20 @@ def test_gpu_drivers_answer_without_raising(driver: str, label: str) -> None:
         assert reason.startswith(f"no {label} device")
 
 
+@pytest.mark.engine
 def test_unknown_driver_is_unavailable_with_reason() -> None:
     available, reason = devices.device_availability("bogus")
     assert not available
     assert "bogus" in reason and "local-task" in reason
 
 
+@pytest.mark.engine
 def test_answer_is_cached_per_driver() -> None:
     first = devices.device_availability("local-task")
     assert devices.device_availability("local-task") is first
 
 
+@pytest.mark.engine
 def test_hung_probe_is_unavailable_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(devices, "_PROBE", "import time; time.sleep(30)")
     monkeypatch.setattr(devices, "PROBE_TIMEOUT_S", 0.5)
@@ -60,6 +65,7 @@ def test_hung_probe_is_unavailable_not_raised(monkeypatch: pytest.MonkeyPatch) -
     assert "hung" in reason and "mesa-vulkan-drivers" in reason
 
 
+@pytest.mark.engine
 def test_crashing_probe_is_unavailable_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(devices, "_PROBE", "import os; os.abort()")
     available, reason = devices.device_availability.__wrapped__("cuda")
@@ -129,6 +135,7 @@ def test_local_task_matches_eager(tiny: Tiny) -> None:
     _check_two_batches(tiny, "llvm-cpu", [], "local-task")
 
 
+@pytest.mark.engine
 def test_the_runtime_folder_made_for_a_process_is_removed_when_it_exits(tmp_path: Path) -> None:
     """Without XDG_RUNTIME_DIR, the folder made for the Vulkan loader goes
     away with the process that made it (one used to stay in /tmp per process)."""

@@ -24,6 +24,7 @@ def _alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)])
 def test_stop_signal_prints_summary_keeps_corpus_and_reaps_workers(
         tmp_path: Path, signum: int, status: int) -> None:

@@ -183,6 +183,7 @@ def test_the_matrix_keeps_its_rows_in_order() -> None:
     assert _json(FEATURES) == _expected()["matrix"]
 
 
+@pytest.mark.engine
 def test_the_default_stream_keeps_its_configs_and_names() -> None:
     """In a fresh interpreter, as a campaign draws it: Hypothesis keeps the
     constants earlier ``@given`` tests drew from in a cache of its own

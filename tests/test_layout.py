@@ -40,6 +40,7 @@ def test_old_names_of_modules_that_became_packages_forward_and_warn() -> None:
         from fuzz.model import no_such_name  # noqa: F401
 
 
+@pytest.mark.engine
 def test_the_faces_and_the_entry_points_import_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
@@ -101,6 +102,7 @@ def test_every_package_declares_its_public_surface() -> None:
             assert module.__doc__, info.name
 
 
+@pytest.mark.engine
 def test_the_installed_package_holds_every_module_of_the_checkout(tmp_path: Path) -> None:
     """What ``pip install`` ships is what the checkout holds: every module of
     fuzz, strategies and oracles imports in a fresh interpreter that cannot see

@@ -239,6 +239,7 @@ def test_keys_stored_under_version_3_upgrade_to_todays_buckets() -> None:
     assert KEY_VERSION == 4
 
 
+@pytest.mark.engine
 def test_oracles_import_no_engine_module() -> None:
     """oracles/ is pure: judging never needs torch, the compilers or the engine."""
     import subprocess

@@ -31,6 +31,7 @@ def _rewrite(folder: Path, **changes: str) -> None:
     (folder / "case.json").write_text(json.dumps(case))
 
 
+@pytest.mark.engine
 def test_replay_tells_still_failing_fixed_and_moved(tmp_path: Path) -> None:
     store = tmp_path / "corpus"
     first = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=store, max_samples=1,
@@ -61,6 +62,7 @@ def _triage(sample: Sample, names: list[str], pool: WorkerPool) -> list:  # type
     return triage.findings(sample, targets, results, outcomes)
 
 
+@pytest.mark.engine
 def test_fakes_wrong_in_different_ops_never_share_a_bucket() -> None:
     sample = tiny_sample(tiny_config(sigmoid_top=0))
     with WorkerPool(2, timeout_s=120) as pool:
@@ -216,6 +218,7 @@ def test_a_stored_case_replaced_by_a_smaller_one_gets_its_repro_again(tmp_path: 
     assert (store / bucket / "repro.py").exists() and (store / bucket / "REPORT.md").exists()
 
 
+@pytest.mark.engine
 def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path: Path) -> None:
     """Seed 5's campaign died in its shrink phase on a candidate whose export
     guard failed inside localization (a bug of ours, raised as a HarnessError):
@@ -311,6 +314,7 @@ def test_a_wrong_answer_gets_one_bucket_whichever_backends_ran() -> None:
     assert "iree-cpu" in alone.targets and len(alone.targets) == 2
 
 
+@pytest.mark.engine
 def test_new_buckets_are_shrunk_and_reported_while_generation_goes_on(tmp_path: Path) -> None:
     """Shrinking runs beside generation inside the budget (no shrink phase
     after it); what is left after the budget is bounded by ``finish_s``; the
@@ -334,6 +338,7 @@ def test_new_buckets_are_shrunk_and_reported_while_generation_goes_on(tmp_path: 
                                               "unconfirmed": unconfirmed}
 
 
+@pytest.mark.engine
 def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_path: Path) -> None:
     """A nondeterministic fake (a different wrong answer on every call) is run
     again before its bucket is stored and filed as FLAKY with the spread of
@@ -403,6 +408,7 @@ def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path
     assert campaign.bugs.reserve_s() == pytest.approx(4 * 5.0 / 2)
 
 
+@pytest.mark.engine
 def test_jobs_not_started_when_the_budget_ends_are_dropped(tmp_path: Path) -> None:
     """At the deadline the generated samples' queued jobs are dropped; a
     sample is judged on the targets that answered: a new error is filed (its
@@ -440,6 +446,7 @@ def test_jobs_not_started_when_the_budget_ends_are_dropped(tmp_path: Path) -> No
     assert not [key for key in report.outcomes if key[0] == "fake-wrong-bmm"]
 
 
+@pytest.mark.engine
 def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
         tmp_path: Path) -> None:
     """A new wrong answer localized to an op is reported first; when its
@@ -474,6 +481,7 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
     assert found.bucket in campaign.bugs.needs_report  # the shrunk case gets the full report
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("room_s, shrunk", [(0.5, False), (120.0, True)])
 def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_record(
         tmp_path: Path, room_s: float, shrunk: bool) -> None:

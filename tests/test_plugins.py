@@ -74,6 +74,7 @@ def _cli(plugin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=600, cwd=plugin_dir)
 
 
+@pytest.mark.engine
 def test_cli_lists_and_runs_plugin_targets(plugin_dir: Path) -> None:
     listing = _cli(plugin_dir, "targets", "--target-plugin", "my_targets:make_targets")
     assert listing.returncode == 0, listing.stderr

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from fuzz.engine.progress import CampaignProgress
@@ -54,6 +55,7 @@ def test_a_terminal_gets_a_status_line_that_redraws() -> None:
     assert "NEW  sample 7" in text
 
 
+@pytest.mark.engine
 def test_a_piped_campaign_prints_progress_lines(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "fuzz", "run", "--targets", "fake-ok", "--corpus",

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fuzz.store import corpus
 from fuzz.engine.campaign import Campaign, CampaignOptions, ReplayRecord
 from fuzz.engine.records import Observed
@@ -49,6 +51,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=600)
 
 
+@pytest.mark.engine
 def test_fake_fix_is_xpass_strict_fails_until_update_records_it(tmp_path: Path) -> None:
     store = tmp_path / "corpus"
     Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=store, max_samples=1,

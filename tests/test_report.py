@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fuzz.store import corpus
 from fuzz.store.corpus import CorpusEntry
 from fuzz.reports.markdown import digest_json, digest_markdown, report_markdown, upstream_of
@@ -81,6 +83,7 @@ def test_digest_groups_by_project_one_line_per_bucket() -> None:
     assert [b["project"] for b in data["buckets"]] == ["torch-mlir", "IREE", "PyTorch"]
 
 
+@pytest.mark.engine
 def test_report_and_repro_commands_on_a_real_folder_and_bad_input(tmp_path: Path) -> None:
     for entry in _entries():
         corpus.save(tmp_path, entry)

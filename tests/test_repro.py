@@ -192,6 +192,7 @@ def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) 
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("form", ["single-op", "model", "hang"])
 def test_an_exception_a_repro_did_not_expect_exits_2_not_1(
         no_fuzz_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
@@ -348,6 +349,7 @@ def test_write_repro_rejects_a_missing_folder(tmp_path: Path) -> None:
         write_repro(tmp_path / "nope", weighted_entry(tiny_sample(one_table())), check=False)
 
 
+@pytest.mark.engine
 def test_run_repro_reports_a_timeout(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text("import time\ntime.sleep(30)\n")
     code, output = run_repro(tmp_path, timeout_s=1)

@@ -115,6 +115,7 @@ def test_bad_settings_are_refused() -> None:
         Scheduler(every=0)
 
 
+@pytest.mark.engine
 def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     """Followers start after their leaders have filled the artifact cache:
     the first target of each shape mode (one export and import each), then
@@ -137,6 +138,7 @@ def test_dispatch_puts_one_target_per_import_then_per_program_first() -> None:
     assert names.index("iree-cpu-sync") >= len(compiles) > names.index("iree-cpu")
 
 
+@pytest.mark.engine
 def test_each_follower_waits_for_the_target_whose_cached_work_it_reuses_most() -> None:
     """The same artifact first (iree-cpu-sync runs iree-cpu's vmfb), else the
     same lowered program, else the same import (shape mode); each shape
@@ -297,6 +299,7 @@ def test_a_sample_is_never_thrown_away_whole() -> None:
     assert skipped > 25
 
 
+@pytest.mark.engine
 def test_a_wrong_answer_behind_a_doomed_feature_is_found_on_the_repaired_variant(
         tmp_path: Path) -> None:
     """A target that refuses int32 indices and, past that, answers relu

@@ -191,6 +191,7 @@ print(','.join(sample_key(s).hex()[:12] for s in draw_samples(12, 1)))
 """
 
 
+@pytest.mark.engine
 def test_a_seed_gives_one_stream_whatever_modules_are_imported() -> None:
     """Hypothesis mixes constants from the source of local modules imported
     so far into its draws: without ``each_sample`` emptying that pool, seed

@@ -38,6 +38,7 @@ def test_table_has_every_pipeline_in_static_and_dynamic_form() -> None:
     assert TARGETS["eager"].any_shape and TARGETS["eager-f64"].any_shape
 
 
+@pytest.mark.engine
 def test_every_cpu_target_and_lavapipe_vulkan_is_available_here() -> None:
     """Every CPU target runs here; the Vulkan ones need a Vulkan device
     (lavapipe, which .ci/run installs): without one they are skipped, with
@@ -49,6 +50,7 @@ def test_every_cpu_target_and_lavapipe_vulkan_is_available_here() -> None:
     assert not missing, missing
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("name", ["iree-cuda", "iree-hip"])
 def test_gpu_targets_explain_themselves(name: str) -> None:
     ok, why = TARGETS[name].availability()

@@ -70,6 +70,7 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in (MARKER, "PYTHONPATH")}
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("make, words", [
     (lambda tmp: tmp / "nope", "no such folder"),
     (lambda tmp: (tmp / "file").write_text("x") and tmp / "file", "not a folder"),
@@ -99,6 +100,7 @@ def test_strip_option_and_child_command(tmp_path: Path) -> None:
     assert env["PYTHONPATH"] == str(ROOT) and env[MARKER] == str(tmp_path)
 
 
+@pytest.mark.engine
 def test_a_toolchain_without_dlrm_fuzz_runs_this_checkout(host_venv: Path) -> None:
     ready = prepare(host_venv)
     assert ready.python == host_venv / "bin" / "python"
@@ -106,6 +108,7 @@ def test_a_toolchain_without_dlrm_fuzz_runs_this_checkout(host_venv: Path) -> No
     assert ready.versions["torch-mlir"] == "20261001"
 
 
+@pytest.mark.engine
 def test_run_is_re_executed_in_the_toolchain(host_venv: Path, tmp_path: Path) -> None:
     store = tmp_path / "corpus"
     start = time.monotonic()
@@ -119,6 +122,7 @@ def test_run_is_re_executed_in_the_toolchain(host_venv: Path, tmp_path: Path) ->
     print(f"\nrun --toolchain (venv): {time.monotonic() - start:.1f}s")
 
 
+@pytest.mark.engine
 def test_bump_takes_a_path_on_both_sides(host_venv: Path, tmp_path: Path) -> None:
     store, out = tmp_path / "corpus", tmp_path / "out"
     seeded = _cli("run", *FAKE_RUN, "--corpus", str(store), cwd=tmp_path)

@@ -194,6 +194,7 @@ def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: 
     assert len(err.strip().splitlines()) == 1 and err.startswith("dlrm-fuzz: error:")
 
 
+@pytest.mark.engine
 def test_a_toolchain_that_cannot_run_is_one_line_exit_2(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:

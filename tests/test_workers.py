@@ -22,6 +22,7 @@ def pool() -> WorkerPool:
         yield workers
 
 
+@pytest.mark.engine
 def test_misbehaving_targets_become_outcomes(pool: WorkerPool) -> None:
     names = ["fake-ok", "fake-segfault", "fake-ok", "fake-abort", "fake-hang", "fake-oom",
              "fake-raise", "fake-ok"]
@@ -45,11 +46,13 @@ def test_misbehaving_targets_become_outcomes(pool: WorkerPool) -> None:
     assert pool.replaced - replaced_before == 4
 
 
+@pytest.mark.engine
 def test_pool_still_works_after_crashes(pool: WorkerPool) -> None:
     results = pool.run([(t, tiny_sample()) for t in resolve_targets(["fake-segfault", "fake-ok"])])
     assert results[0].failure is not None and results[1].failure is None
 
 
+@pytest.mark.engine
 def test_a_closed_pool_leaves_no_temporary_folder() -> None:
     import os
 
@@ -65,14 +68,17 @@ def test_pool_rejects_zero_workers() -> None:
         WorkerPool(0)
 
 
+@pytest.mark.engine
 def test_a_freed_worker_takes_the_next_job_while_another_hangs(pool: WorkerPool) -> None:
     assert_freed_workers_answer_while_one_hangs(pool, hang_limit_s=10)
 
 
+@pytest.mark.engine
 def test_a_follower_waits_for_its_leader_while_other_jobs_run(pool: WorkerPool) -> None:
     assert_followers_wait_for_their_leaders(pool)
 
 
+@pytest.mark.engine
 def test_run_keeps_the_answers_of_jobs_it_did_not_submit(pool: WorkerPool) -> None:
     """A caller waiting in run() (localization, in the middle of a campaign)
     must not swallow the answers of jobs submitted before it."""
@@ -96,6 +102,7 @@ class _BuggyJob:
         raise KeyError("a bug of ours")
 
 
+@pytest.mark.engine
 def test_a_bug_of_ours_is_an_answer_the_worker_survives(pool: WorkerPool) -> None:
     from fuzz.workers.pool import HarnessError, HarnessFault
 
@@ -137,6 +144,7 @@ class _ReservesLikeAGpuDriver:
             return reservation_works, True
 
 
+@pytest.mark.engine
 def test_the_memory_cap_refuses_memory_not_address_space(pool: WorkerPool) -> None:
     """A worker's cap (1024 MiB here) refuses memory a runaway job takes, but
     not address space reserved without memory: under an address-space cap
@@ -147,6 +155,7 @@ def test_the_memory_cap_refuses_memory_not_address_space(pool: WorkerPool) -> No
     assert answer == (True, True)
 
 
+@pytest.mark.engine
 def test_a_replacement_worker_that_does_not_start_is_tried_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A machine loaded for minutes can make a replacement miss its start-up
     deadline: the pool kills it and starts another (one failed start costs
@@ -195,6 +204,7 @@ def test_urgent_jobs_go_ahead_of_queued_ones_in_their_own_order() -> None:
     assert [t for t, _ in queue] == [4, 6, 7, 1, 2, 5]
 
 
+@pytest.mark.engine
 def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> None:
     """A second stop signal raised inside ``close`` (here while it tells the
     first idle worker to exit) must not leave the others alive: workers
@@ -216,5 +226,6 @@ def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> N
 
 
 
+@pytest.mark.engine
 def test_cancel_drops_queued_jobs_and_lets_running_ones_answer(pool: WorkerPool) -> None:
     assert_cancel_drops_queued_jobs_only(pool)
