@@ -10,13 +10,23 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from fuzz.model.config import DLRMConfig
+__all__ = ["Configured", "Knob", "allowed_values", "knob"]
 
-__all__ = ["Knob", "allowed_values", "knob"]
 
+
+class Configured(Protocol):
+    """What a knob reads of a ``DLRMConfig`` beyond its fields (read by name):
+    a protocol, so that the declaration type needs nothing of the config it
+    declares (no import circle between knob.py and config.py)."""
+
+    @property
+    def num_tables(self) -> int:
+        """How many embedding tables the config has."""
+
+    def table_kind(self, k: int) -> str:
+        """Which code path table ``k`` takes."""
 
 @dataclass(frozen=True)
 class Knob:
@@ -88,7 +98,7 @@ class Knob:
         label = self.feature or self.name
         return f"{label}={value}" if self.valued else label
 
-    def feature_of(self, config: DLRMConfig) -> str | None:
+    def feature_of(self, config: Configured) -> str | None:
         """The string this knob adds to ``Sample.features()`` for ``config``, if any."""
         if self.feature is None:
             return None
