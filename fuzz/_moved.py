@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import types
 import warnings
@@ -89,7 +90,14 @@ def install() -> None:
 
 def forward(package: str, old_module: str, new: str, name: str) -> Any:
     """A package's ``__getattr__`` for the names its old module had:
-    ``fuzz.model.build`` from ``fuzz.model.dlrm``, with the warning."""
+    ``fuzz.model.build`` from ``fuzz.model.dlrm``, with the warning.
+
+    A name that is one of the package's own submodules is not forwarded:
+    ``from fuzz.triage import edits`` asks the package for ``edits`` before
+    importing it, and loading the old module's home then would import half
+    the package in a circle."""
+    if importlib.util.find_spec(f"{package}.{name}") is not None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r} (a submodule, not yet imported)")
     real = importlib.import_module(new)
     if not hasattr(real, name):
         raise AttributeError(f"module {package!r} has no attribute {name!r}")

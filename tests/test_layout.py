@@ -4,6 +4,7 @@ faces import without one. Unit tier: no compiler, no workers."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -138,3 +139,83 @@ def test_the_installed_package_holds_every_module_of_the_checkout(tmp_path: Path
     missing, shipped = json.loads(done.stdout.strip().splitlines()[-1])
     assert missing == []
     assert set(shipped) >= {p.name for p in templates.glob("*.py")}  # the repro templates, as package data
+
+
+_ROOTS = ("fuzz", "strategies", "oracles")
+_HEAVY_ROOTS = ("torch", "torch_mlir", "iree")
+
+
+def _module_names(root: Path) -> dict[str, Path]:
+    templates = root / "fuzz" / "reports" / "repro" / "templates"  # scripts, not modules
+    return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+            for package in _ROOTS for p in (root / package).rglob("*.py") if templates not in p.parents}
+
+
+def _imported(node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> list[str]:
+    """The modules an import statement loads (``from a import b`` loads ``a.b`` when that is one)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def _top_level_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    found: set[str] = set()
+    for statement in ast.parse(path.read_text()).body:
+        if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "level", 0) == 0:
+                found.update(_imported(node, modules))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                break
+    return found
+
+
+def _in_function_project_imports(root: Path) -> list[str]:
+    """Project imports inside functions that neither keep torch / torch-mlir /
+    IREE lazy (the module they load imports one of those at its top,
+    directly or through the project) nor say why they are there (a
+    ``# lazy: <reason>`` comment on the line)."""
+    modules = _module_names(root)
+    tops = {name: _top_level_imports(path, modules) for name, path in modules.items()}
+    heavy: dict[str, bool] = {}
+
+    def is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name not in heavy:
+            heavy[name] = any(i.split(".")[0] in _HEAVY_ROOTS
+                              or (i in modules and i not in seen and is_heavy(i, seen | {name}))
+                              for i in tops.get(name, ()))
+        return heavy[name]
+
+    offenders = []
+    for name, path in modules.items():
+        lines = path.read_text().splitlines()
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                loaded = [m for m in _imported(node, modules) if m.split(".")[0] in _ROOTS]
+                if loaded and not any(is_heavy(m) for m in loaded) \
+                        and "# lazy:" not in lines[node.lineno - 1]:
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return offenders
+
+
+def test_project_imports_sit_at_the_module_top_unless_they_keep_torch_lazy() -> None:
+    """Issue 21: an import inside a function hides an arrow of the house.
+    Only one that keeps torch / torch-mlir / IREE out of a module's import
+    stays inside, or one that says why (``# lazy: ...``)."""
+    assert _in_function_project_imports(Path(__file__).resolve().parents[1]) == []
+
+
+def test_the_import_check_sees_a_function_level_import(tmp_path: Path) -> None:
+    (tmp_path / "fuzz").mkdir()
+    (tmp_path / "fuzz" / "heavy.py").write_text("import torch\n")
+    (tmp_path / "fuzz" / "light.py").write_text("X = 1\n")
+    (tmp_path / "fuzz" / "user.py").write_text(
+        "def f():\n    from fuzz import light\n    from fuzz.heavy import thing\n"
+        "    from fuzz.light import X  # lazy: a test says why\n")
+    assert _in_function_project_imports(tmp_path) == ["fuzz/user.py:2: from fuzz import light"]

@@ -5,6 +5,8 @@ shared option groups) and ``summary`` (a campaign's report on the terminal)."""
 
 from typing import Any
 
+from fuzz import _moved
+
 from fuzz.cli.main import main
 
 __all__ = ["main"]
@@ -12,5 +14,4 @@ __all__ = ["main"]
 
 def __getattr__(name: str) -> Any:
     """The old ``fuzz.cli`` module's other names (now ``fuzz.cli.main``)."""
-    from fuzz import _moved
     return _moved.forward(__name__, "fuzz.cli", "fuzz.cli.main", name)

@@ -26,10 +26,24 @@ from fuzz.store.corpus import CorpusError
 from fuzz.targets.catalog import EAGER, FAKE_TARGETS, REFERENCE, Target
 from fuzz.targets.plugins import target_table
 from oracles.signature import KEY_VERSION
+from fuzz.model.presets import PRESETS, preset_config
+from fuzz.store.rekey import rekey
+from fuzz.regress.replay import ReplayResult, record_state, replay_corpus
+from fuzz.targets.versions import recorded_versions
+from fuzz.regress.matrix import (
+    FEATURES,
+    Matrix,
+    build_matrix,
+    compare_matrices,
+    matrix_markdown,
+    rows_in_focus,
+)
+from fuzz.reports.markdown import digest_json, digest_markdown
+from fuzz.reports.bugreport import BugReportJob, file_bug_report
+from fuzz.workers.pool import WorkerPool
 
 
 def _presets(console: Console, rows_scale: float) -> int:
-    from fuzz.model.presets import PRESETS, preset_config
 
     for name, preset in PRESETS.items():
         config = preset_config(name, rows_scale)
@@ -75,7 +89,6 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
 
 
 def _rekey(console: Console, path: Path) -> int:
-    from fuzz.store.rekey import rekey
 
     done = rekey(path)
     for record in done:
@@ -90,8 +103,6 @@ def _rekey(console: Console, path: Path) -> int:
 def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
     """Exit 0 when nothing unexpected happened (or without --strict); 1 with
     --strict on an unexpected outcome that --update did not record."""
-    from fuzz.regress.replay import ReplayResult, record_state, replay_corpus
-    from fuzz.targets.versions import recorded_versions
 
     lines = err if args.format == "json" else console
 
@@ -126,14 +137,6 @@ def _replay(console: Console, err: Console, args: argparse.Namespace) -> int:
 
 
 def _matrix(err: Console, args: argparse.Namespace) -> int:
-    from fuzz.regress.matrix import (
-        FEATURES,
-        Matrix,
-        build_matrix,
-        compare_matrices,
-        matrix_markdown,
-        rows_in_focus,
-    )
 
     old = None
     if args.against is not None:
@@ -180,7 +183,6 @@ def _matrix(err: Console, args: argparse.Namespace) -> int:
 
 
 def _digest(err: Console, path: Path, fmt: str) -> int:
-    from fuzz.reports.markdown import digest_json, digest_markdown
 
     entries, junk = corpus.load(path)
     sys.stdout.write(digest_json(entries) if fmt == "json" else digest_markdown(entries))
@@ -211,8 +213,6 @@ def _repro(console: Console, err: Console, args: argparse.Namespace) -> int:
         times = ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in stages.items())
         console.print(f"  {target}: {times}", markup=False)
     if args.write:
-        from fuzz.reports.bugreport import BugReportJob, file_bug_report
-        from fuzz.workers.pool import WorkerPool
 
         with WorkerPool(1, timeout_s=args.timeout) as pool:
             (answer,) = pool.run([BugReportJob(str(folder), table)])

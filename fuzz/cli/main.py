@@ -54,6 +54,7 @@ from fuzz.targets.catalog import Target, UnavailableTarget, UnknownTarget
 from fuzz.targets.plugins import PluginError, target_table
 from fuzz.workers.pool import HarnessError
 from fuzz.workers.raypool import ClusterLost, RayUnavailable
+from fuzz.store.seed import default_corpus_dir, seed_corpus
 
 __all__ = ["main", "parse_duration"]
 
@@ -234,7 +235,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
-    from fuzz.store.seed import default_corpus_dir, seed_corpus
 
     if args.corpus is None:  # the user's corpus, started from the committed one
         args.corpus = default_corpus_dir()

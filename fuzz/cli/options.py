@@ -12,6 +12,10 @@ from pathlib import Path
 
 from fuzz.model.config import DLRMConfig
 from fuzz.model.focus import Focus, FocusError
+from fuzz.model.focus import load_config
+from fuzz.model.presets import preset_config, scale_rows
+from fuzz.model.focus import make_focus
+from strategies.draw import draw_samples
 
 __all__ = ["EXIT_OK+EXIT_USAGE+EXIT_HARNESS", "parse_duration", "parse_duration_or_zero"]
 
@@ -86,8 +90,6 @@ def _focus_options(run: argparse.ArgumentParser,
 def _model(args: argparse.Namespace) -> tuple[DLRMConfig | None, str]:
     """The model of --config FILE / --preset NAME, its tables scaled by
     --rows-scale, and its name for labels; (None, "") without either."""
-    from fuzz.model.focus import load_config
-    from fuzz.model.presets import preset_config, scale_rows
 
     if args.preset is not None:
         return preset_config(args.preset, args.rows_scale), f"preset {args.preset}"
@@ -105,8 +107,6 @@ def _model(args: argparse.Namespace) -> tuple[DLRMConfig | None, str]:
 def _focus(args: argparse.Namespace) -> Focus | None:
     """The region from --focus/--config/--preset/--neighbours/--rows-scale,
     checked (one sample must exist in it); None without them."""
-    from fuzz.model.focus import make_focus
-    from strategies.draw import draw_samples
 
     config, name = _model(args)
     if config is None and args.focus is None and not args.neighbours:

@@ -19,6 +19,12 @@ from typing import Any
 from rich.console import Console
 
 from fuzz.store import corpus
+from fuzz.regress.bump import BumpOptions, run_bump
+from fuzz.regress.bumpreport import bump_markdown, write_bump_files
+from fuzz.regress.toolchains import current_toolchain, toolchain_from
+from fuzz.regress.bisect import (IREE_PACKAGES, BisectError, Step, bisect_releases, parse_range,
+                         repro_test, versions_in)
+from fuzz.regress.toolchains import releases
 
 __all__ = ["add_parsers", "comparison_options", "bump_command", "bisect_command", "EXIT_NOT_COMPARABLE"]
 
@@ -76,9 +82,6 @@ def add_parsers(sub: Any, duration: Any, budget: Any, positive: Any, seed: Any) 
 
 def bump_command(console: Console, err: Console, args: argparse.Namespace) -> int:
     """``dlrm-fuzz bump``: compare two toolchains on the corpus and on fresh fuzzing."""
-    from fuzz.regress.bump import BumpOptions, run_bump
-    from fuzz.regress.bumpreport import bump_markdown, write_bump_files
-    from fuzz.regress.toolchains import current_toolchain, toolchain_from
 
     to = toolchain_from(args.to)
     before = toolchain_from(args.from_) if args.from_ else current_toolchain()
@@ -96,9 +99,6 @@ def bump_command(console: Console, err: Console, args: argparse.Namespace) -> in
 
 def bisect_command(console: Console, err: Console, args: argparse.Namespace) -> int:
     """``dlrm-fuzz bisect``: find the release that brought or fixed one stored bucket."""
-    from fuzz.regress.bisect import (IREE_PACKAGES, BisectError, Step, bisect_releases, parse_range,
-                             repro_test, versions_in)
-    from fuzz.regress.toolchains import releases
 
     packages: tuple[str, ...] = IREE_PACKAGES if args.iree else (args.package[0],)
     low, high = parse_range(args.iree or args.package[1])

@@ -24,6 +24,10 @@ from rich.console import Console
 from fuzz.cli.regress import comparison_options
 from fuzz.model.config import DLRMConfig
 from fuzz.model.focus import Focus
+from fuzz.regress.toolchains import ToolchainError, toolchain_from
+from fuzz.regress.validate import ValidateError, ValidateOptions, run_validate
+from fuzz.regress.validatereport import (validate_json, validate_junit, validate_markdown,
+                                         write_validate_files)
 
 if TYPE_CHECKING:
     from fuzz.regress.toolchains import Toolchain
@@ -66,7 +70,6 @@ def add_validate_parser(sub: Any, duration: Any, budget: Any, positive: Any, see
 def _path_toolchain(text: str, flag: str) -> Toolchain:
     """A toolchain named by path (a venv or a folder of wheels); pins are
     ``bump``'s business, and a missing folder is a one-line error here."""
-    from fuzz.regress.toolchains import ToolchainError, toolchain_from
 
     if "==" in text or text.endswith((".txt", ".toml")):
         raise ToolchainError(f"{flag}={text!r}: give the PATH of a virtual environment or a "
@@ -96,9 +99,6 @@ def validate_command(console: Console, err: Console, args: argparse.Namespace,
                      model_of: Callable[[argparse.Namespace], tuple[DLRMConfig | None, str]]
                      ) -> int:
     """``dlrm-fuzz validate``: the three steps on both toolchains, one report."""
-    from fuzz.regress.validate import ValidateError, ValidateOptions, run_validate
-    from fuzz.regress.validatereport import (validate_json, validate_junit, validate_markdown,
-                                             write_validate_files)
 
     focus = focus_of(args)  # a bad focus is a usage error before anything runs
     base, _ = model_of(args)

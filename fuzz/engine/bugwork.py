@@ -29,6 +29,11 @@ from fuzz.workers.interface import HarnessFault, Pool
 from oracles import Verdict
 from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
 from fuzz.model.sample import Sample
+from fuzz.reports.bugreport import BugReportJob
+from fuzz.reports.bugreport import file_bug_report
+from fuzz.triage.edits import sample_size
+from fuzz.triage.edits import content_hash, size_key
+from fuzz.triage.shrink import StepRejected, shrink
 
 __all__ = ["BugWork"]
 
@@ -208,7 +213,6 @@ class BugWork:
     def queue_reports(self) -> None:
         """Submit the report jobs of buckets whose case is final for now; a
         bucket whose report is running gets another once it is in."""
-        from fuzz.reports.bugreport import BugReportJob
 
         if not self.options.report:
             self.to_report.clear()
@@ -228,7 +232,6 @@ class BugWork:
         """A report job came back: file REPORT.md and the repro status; an op-level
         bucket learns whether its one op is the minimal case; a case that
         changed while its report ran gets another."""
-        from fuzz.reports.bugreport import file_bug_report
 
         if isinstance(answer, dict) and "seconds" in answer:
             self.report_costs.append(float(answer["seconds"]))
@@ -260,7 +263,6 @@ class BugWork:
             self.needs_report.add(bucket)
             self.unshrunk.append(bucket)
             return
-        from fuzz.triage.edits import sample_size
 
         entry = corpus.load_entry(self.options.corpus_dir / bucket)
         record: dict[str, object] = {
@@ -301,8 +303,6 @@ class BugWork:
     def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case on
         its own target, keeping its bucket; a smaller case replaces the stored one."""
-        from fuzz.triage.edits import content_hash, size_key
-        from fuzz.triage.shrink import StepRejected, shrink
 
         assert self.triage is not None
         triage = self.triage

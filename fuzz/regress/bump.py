@@ -38,6 +38,7 @@ from fuzz.regress.replay import ReplayResult, ReplayStatus
 from fuzz.regress.toolchains import (Toolchain, current_toolchain, environment,
                              run_with, same_toolchain)
 from oracles.compat import incompatibility
+from fuzz.regress.toolchain_path import prepare
 
 __all__ = ["Change", "Observation", "BumpRow", "Side", "BumpOptions", "BumpReport",
            "classify", "observe", "run_bump", "BumpError"]
@@ -215,7 +216,6 @@ class BumpReport:
 def _side(label: str, toolchain: Toolchain, root: Path | None) -> Side:
     began = time.monotonic()
     if toolchain.path:  # a venv or a folder of wheels, checked (and built) by path
-        from fuzz.regress.toolchain_path import prepare
 
         ready = prepare(toolchain.path, root)
         return Side(label, toolchain, str(ready.python), time.monotonic() - began, False,

@@ -42,6 +42,8 @@ from fuzz.regress.installer import (pip_settings as _pip_settings, uv_bin as _uv
                                     wheel_requirements as _wheel_requirements)
 from fuzz.regress.pins import (canonical_name as _canonical, split_pin as _split,
                                version_key as _version_key)
+from fuzz.targets.versions import tool_versions
+import fuzz
 
 __all__ = [
     "PINNED", "Toolchain", "ToolchainError", "constraints_pins", "current_toolchain",
@@ -110,7 +112,6 @@ def parse_pins(text: str) -> Toolchain:
 def current_toolchain() -> Toolchain:
     """The toolchain of this install, read from the installed distributions
     (a local label such as ``+cpu`` dropped: the pin names the release)."""
-    from fuzz.targets.versions import tool_versions
 
     found = tool_versions()
     pins = []
@@ -131,7 +132,6 @@ _PACKAGES = ("fuzz", "strategies", "oracles")
 def _source_root() -> Path:
     """The folder holding the harness packages: a checkout, or site-packages
     (from the ``fuzz`` package itself, wherever in it this module lives)."""
-    import fuzz
     return Path(fuzz.__file__).resolve().parents[1]
 
 

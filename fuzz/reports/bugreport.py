@@ -14,13 +14,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from fuzz.store import corpus
 from oracles.results import TargetResult
 from fuzz.targets.cache import ArtifactCache
 from fuzz.reports.markdown import REPORT_NAME, report_markdown
 from fuzz.targets.catalog import Target
+from fuzz.reports.repro import write_repro
+from fuzz.reports.toolfiles import write_tool_files
+from fuzz.targets.catalog import FAKE_TARGETS
 
 __all__ = ["BugReportJob", "file_bug_report"]
 
@@ -34,6 +37,9 @@ class BugReportJob:
     # The first report of an op-level bucket: the one-op form only (the
     # tool files and a model form come with the report after shrinking).
     one_op_only: bool = False
+    # Read by a Ray pool: a report reads and writes the corpus folder, which
+    # only the coordinator's machine has (fuzz.workers.rayactor.runs_here).
+    runs_here: ClassVar[bool] = True
 
     @property
     def target_name(self) -> str:
@@ -41,10 +47,7 @@ class BugReportJob:
         return f"report:{Path(self.folder).name}"
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
-        from fuzz.reports.repro import write_repro
-        from fuzz.reports.toolfiles import write_tool_files
 
-        from fuzz.targets.catalog import FAKE_TARGETS
 
         began = time.monotonic()
         folder = Path(self.folder)

@@ -41,6 +41,8 @@ from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, Target
 from oracles.compare import Tolerance, compare
 from oracles.results import Stage
 from oracles.verdict import Verdict
+from fuzz.targets.devices import ensure_runtime_environment
+from fuzz.targets import pipeline
 
 __all__ = ["ToolFiles", "write_tool_files", "run_tool_commands", "lowering_pipeline",
            "tool_dir", "PROGRAM", "LOWERING_INPUT", "COMPILE_FLAGS", "RUN_FLAGS", "EXPECTED"]
@@ -130,7 +132,6 @@ def run_tool_commands(folder: Path, files: ToolFiles, timeout_s: float = 600) ->
     A timeout is exit code 124, as with coreutils' ``timeout``."""
     if not files.commands:
         return 0, ""
-    from fuzz.targets.devices import ensure_runtime_environment
 
     ensure_runtime_environment()  # the Vulkan loader wants XDG_RUNTIME_DIR
     env = dict(os.environ)
@@ -221,7 +222,6 @@ def _write_lowering(folder: Path, entry: CorpusEntry, target: IreeTarget,
 def _raw_program(entry: CorpusEntry, target: CompiledTarget) -> str | None:
     """The FX importer's raw output for the stored sample, exported exactly as
     ``target`` exports it; the stored copy when re-importing fails."""
-    from fuzz.targets import pipeline
     from fuzz.model.recipe import recipe
 
     sample = entry.sample

@@ -4,6 +4,7 @@ artifact ``cache``, torch-mlir's reference backend (``refbackend``),
 devices and Vulkan, plug-ins and the toolchain's ``versions``. A new target
 goes into ``catalog`` (or a module of its own beside it)."""
 
+from fuzz import _moved
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, CompiledTarget, EagerTarget,
                                   IreeTarget, RefBackendTarget, Target, UnavailableTarget,
                                   UnknownTarget, VulkanTarget, available_targets, resolve_targets)
@@ -16,5 +17,4 @@ __all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarge
 
 def __getattr__(name: str) -> object:
     """The old ``fuzz.targets`` module's other names (now ``fuzz.targets.catalog``)."""
-    from fuzz import _moved
     return _moved.forward(__name__, "fuzz.targets", "fuzz.targets.catalog", name)

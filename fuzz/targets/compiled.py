@@ -18,6 +18,7 @@ from fuzz.targets.pipeline import StageFailure, Timer
 from fuzz.targets.target import Target
 from fuzz.targets.versions import tool_versions
 from oracles.results import Failure
+from fuzz.targets import pipeline
 
 __all__ = ["CompiledTarget"]
 
@@ -75,7 +76,6 @@ class CompiledTarget(Target):
         """The model lowered to ``output_type`` MLIR, cached by everything that determines it."""
         from fuzz.model.recipe import recipe
         from fuzz.model.weights import weights_as_inputs
-        from fuzz.targets import pipeline
 
         as_inputs = weights_as_inputs(config)
 
@@ -136,7 +136,6 @@ class CompiledTarget(Target):
         """torch.export then torch-mlir to ``output_type`` in one go: the path
         of a module that is not the model (a localized piece); the model's
         own (``lowered``) shares its export and import across output types."""
-        from fuzz.targets import pipeline
 
         exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
         return timer.measure("import", lambda: pipeline.lower(exported, self.output_type))

@@ -17,6 +17,7 @@ from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.pipeline import StageFailure, Timer
 from fuzz.targets.target import EagerTarget, Target
+from fuzz.targets import pipeline
 
 __all__ = ["FakeTarget", "FakeWrongOpTarget"]
 
@@ -117,7 +118,6 @@ class FakeWrongOpTarget(Target):
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:
         """Export any module to an ATen graph that ``run`` interprets with the fault."""
-        from fuzz.targets import pipeline
 
         exported = timer.measure("export", lambda: pipeline.export(module, example_args, dynamic_shapes))
         return timer.measure("compile", exported.module)

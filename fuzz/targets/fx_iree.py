@@ -14,6 +14,9 @@ from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.compiled import CompiledTarget, _Artifact, _through_cache
 from fuzz.targets.pipeline import Timer
 from fuzz.targets.versions import tool_versions
+from fuzz.targets.devices import device_availability
+from fuzz.targets import pipeline
+from fuzz.targets.vulkan import prepare_for_vulkan
 
 __all__ = ["IreeTarget", "VulkanTarget"]
 
@@ -48,7 +51,6 @@ class IreeTarget(CompiledTarget):
         if self.backend not in _compiler_backends():
             return False, (f"the installed IREE compiler has no '{self.backend}' backend; "
                            f"install an iree-base-compiler build that includes it")
-        from fuzz.targets.devices import device_availability
 
         return device_availability(self.driver)
 
@@ -65,7 +67,6 @@ class IreeTarget(CompiledTarget):
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         """Compile to a vmfb (cached by source, backend, flags, versions) and load it."""
-        from fuzz.targets import pipeline
 
         source, flags = self.prepare(mlir)
         key = cache_key("vmfb", cache_key(source), self.backend, list(flags), tool_versions())
@@ -98,7 +99,6 @@ class VulkanTarget(IreeTarget):
         """Target the Vulkan device present, unless IREE's default target was asked for."""
         if not self.describe_device:
             return mlir, self.flags
-        from fuzz.targets.vulkan import prepare_for_vulkan
 
         return prepare_for_vulkan(mlir, self.flags)
 

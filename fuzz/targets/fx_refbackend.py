@@ -11,6 +11,8 @@ from typing import Any
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.compiled import CompiledTarget, _Artifact
 from fuzz.targets.pipeline import Timer
+from fuzz.targets.refbackend import refbackend_available
+from fuzz.targets.refbackend import RefBackendModule
 
 __all__ = ["RefBackendTarget"]
 
@@ -28,12 +30,10 @@ class RefBackendTarget(CompiledTarget):
 
     def availability(self) -> tuple[bool, str]:
         """Needs a torch-mlir wheel built with the refbackend passes and ExecutionEngine."""
-        from fuzz.targets.refbackend import refbackend_available
 
         return refbackend_available()
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         """Compile the lowered program with torch-mlir's refbackend (not cached)."""
-        from fuzz.targets.refbackend import RefBackendModule
 
         return _Artifact(mlir, timer.measure("compile", lambda: RefBackendModule(mlir)))

@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from oracles.results import Failure, Stage
+from oracles.blame import TORCH_PREFIX
+from fuzz.targets.devices import call_and_read_back, ensure_runtime_environment
 
 __all__ = ["StageFailure", "Timer", "run_stage", "out_of_memory", "memory_stage", "import_to_torch", "lower_torch", "export", "lower", "compile_vmfb", "LoadedModule"]
 
@@ -230,7 +232,6 @@ def import_to_torch(exported: Any, keep_raw: bool) -> tuple[str, str | None]:
 
 def _in_prefix(failure: StageFailure) -> StageFailure:
     """Mark a failure of the shared prefix as the prefix's (``Failure.owner``)."""
-    from oracles.blame import TORCH_PREFIX
 
     failure.failure = dataclasses.replace(failure.failure, owner=TORCH_PREFIX)
     return failure
@@ -274,7 +275,6 @@ class LoadedModule:
     def __init__(self, vmfb: bytes, driver: str) -> None:
         import iree.runtime as rt
 
-        from fuzz.targets.devices import call_and_read_back, ensure_runtime_environment
 
         ensure_runtime_environment()
         self.driver = driver

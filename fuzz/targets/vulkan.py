@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+from fuzz.targets.devices import ensure_runtime_environment
 
 __all__ = ["LAVAPIPE_TARGET", "vulkan_device_name", "prepare_for_vulkan"]
 
@@ -34,7 +35,6 @@ _VENDOR_TARGETS = (("nvidia", "ampere"), ("amd", "rdna3"), ("radeon", "rdna3"))
 @functools.lru_cache(maxsize=1)
 def vulkan_device_name() -> str:
     """The first Vulkan device IREE sees ("" when there is none)."""
-    from fuzz.targets.devices import ensure_runtime_environment
 
     ensure_runtime_environment()
     try:

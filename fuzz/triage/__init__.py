@@ -8,10 +8,11 @@ applies it across targets goes here."""
 
 from typing import Any
 
+from fuzz import _moved
+
 __all__: list[str] = []
 
 
 def __getattr__(name: str) -> Any:
     """The old ``fuzz.triage`` module's names (now ``fuzz.triage.findings``)."""
-    from fuzz import _moved
     return _moved.forward(__name__, "fuzz.triage", "fuzz.triage.findings", name)

@@ -25,6 +25,10 @@ from fuzz.workers.interface import HarnessFault, Pool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
+from fuzz.triage.localize import first_divergent_op
+from fuzz.triage.ablate import ablate
+from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
+from oracles import classify
 
 __all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of", "stage_owner",
            "PREFERRED_REPRESENTATIVES"]
@@ -56,7 +60,6 @@ class LocalizeJob:
         return self.target.name
 
     def __call__(self, on_stage: Callable[[str], None], cache: ArtifactCache | None) -> Any:
-        from fuzz.triage.localize import first_divergent_op
 
         return first_divergent_op(self.target, self.sample, self.batch, self.tolerance,
                                   Timer(on_stage), cache)
@@ -219,7 +222,6 @@ class Triage:
         memo = (target.name, tuple(sample.features()))
         if memo in self._ablated:
             return self._ablated[memo]
-        from fuzz.triage.ablate import ablate
 
         def still_mismatches(candidate: Sample) -> bool:
             try:
@@ -238,7 +240,6 @@ class Triage:
                                                                      TargetResult | None]:
         """Run ``sample`` on ``target`` with the references; PASS when the
         references themselves reject it (such a candidate is not a bug)."""
-        from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 
         reference, eager = resolve_targets([REFERENCE, EAGER])
         ref, eag, got = self._checked([(reference, sample), (eager, sample), (target, sample)])
@@ -262,7 +263,6 @@ class Triage:
                         ) -> list[str | None | CandidateRejected]:
         """``solo_error_key`` of several samples side by side (one job each);
         a sample whose job hit a bug of ours gets its ``CandidateRejected``."""
-        from oracles import classify
 
         keys: list[str | None | CandidateRejected] = []
         for got in self.pool.run([(target, sample) for sample in samples], faults=True):
@@ -280,7 +280,6 @@ class Triage:
     def references_accept(self, sample: Sample) -> bool:
         """Whether eager float64 and float32 both run ``sample``: a candidate
         they reject is no one's bug (a shrink step keeps only samples they run)."""
-        from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 
         answers = self._checked([(t, sample) for t in resolve_targets([REFERENCE, EAGER])])
         return all(answer.failure is None for answer in answers)

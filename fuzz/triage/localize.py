@@ -37,6 +37,8 @@ from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
 from fuzz.targets.opnames import culprit_name
 from oracles.compare import Comparison, Tolerance, compare, summarize
+from fuzz.targets import pipeline
+from oracles.classify import first_error_line
 
 __all__ = ["Localization", "first_divergent_op", "InvalidLocalizeArgument"]
 
@@ -103,7 +105,6 @@ def _not_found(note: str, **details: Any) -> Localization:
 def _localize(target: Target, sample: Sample, batch: int, tolerance: Tolerance, timer: Timer,
               cache: ArtifactCache | None) -> Localization:
     from fuzz.model.recipe import call_args, eager_args, leading_inputs, recipe
-    from fuzz.targets import pipeline
 
     config = sample.config
     flat = sample.batches[batch].flat()
@@ -232,7 +233,6 @@ def _baseline_mismatches(target: Target, sample: Sample, batch: int, tolerance: 
 
 
 def _toolchain_failed(doing: str, failure: StageFailure) -> Localization:
-    from oracles.classify import first_error_line  # here: oracles.classify imports the engine
 
     line = first_error_line(failure.message)
     return _not_found(f"{failure.stage} failed while {doing}: {failure.error_type}: {line}",

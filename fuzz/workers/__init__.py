@@ -8,6 +8,8 @@ which, and ``raycluster``: connecting to the cluster). Triage and the engine use
 
 from typing import Any
 
+from fuzz import _moved
+
 from fuzz.workers.pool import HarnessError, HarnessFault, WorkerPool
 
 __all__ = ["WorkerPool", "HarnessError", "HarnessFault"]
@@ -15,5 +17,4 @@ __all__ = ["WorkerPool", "HarnessError", "HarnessFault"]
 
 def __getattr__(name: str) -> Any:
     """The old ``fuzz.workers`` module's other names (now ``fuzz.workers.pool``)."""
-    from fuzz import _moved
     return _moved.forward(__name__, "fuzz.workers", "fuzz.workers.pool", name)

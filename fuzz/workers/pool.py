@@ -30,6 +30,7 @@ from fuzz.targets.pipeline import STAGE_LOG_ENV
 from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
 from oracles.results import Failure, Stage, TargetResult
+from fuzz.targets.devices import ensure_runtime_environment
 
 __all__ = ["Pool", "WorkerPool", "AnswerQueue", "HarnessError", "HarnessFault", "Job", "ExecuteJob",
            "STDERR_TAIL_BYTES"]
@@ -134,7 +135,6 @@ class WorkerPool(AnswerQueue):
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
         # Workers inherit this process's runtime folder (removed when it
         # exits) instead of each making one that a killed worker leaves behind.
-        from fuzz.targets.devices import ensure_runtime_environment
 
         ensure_runtime_environment()
         self._serial = 0

@@ -50,13 +50,11 @@ def check_gpu_workers(targets: Sequence[Target], gpu_workers: int) -> None:
 
 def runs_here(job: Job) -> bool:
     """Whether ``job`` reads or writes this machine's files (the corpus), so
-    that it must run on the coordinator, not on whichever node is free: a
-    ``BugReportJob`` (repro.py, tool files), or any job saying so with a true
-    ``runs_here`` attribute."""
-    # Lazy: reports sit above workers; only this check needs to know the job type.
-    from fuzz.reports.bugreport import BugReportJob
-
-    return isinstance(job, BugReportJob) or bool(getattr(job, "runs_here", False))
+    that it must run on the coordinator, not on whichever node is free: a job
+    saying so with a true ``runs_here`` attribute, such as a ``BugReportJob``
+    (repro.py, tool files). An attribute, not a type check: reports sit above
+    workers."""
+    return bool(getattr(job, "runs_here", False))
 
 
 def job_target(job: Job) -> Target | None:

@@ -19,6 +19,7 @@ from typing import Any
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, RefBackendTarget, Target
 from oracles.verdict import Verdict
+from fuzz.targets.devices import ensure_runtime_environment
 
 __all__ = ["ALLOWED_IMPORTS", "Repro", "repro_target", "run_repro", "hang_limit_s", "fault_parts"]
 
@@ -101,7 +102,6 @@ def run_repro(folder: Path, timeout_s: float = 600, python: str = sys.executable
     """Run ``python -I repro.py`` in ``folder``: isolated, so neither the folder
     nor PYTHONPATH can lend it dlrm-fuzz. Returns (exit code, output tail);
     124 when it ran past ``timeout_s``."""
-    from fuzz.targets.devices import ensure_runtime_environment
 
     ensure_runtime_environment()  # Vulkan's loader wants XDG_RUNTIME_DIR
     try:

@@ -19,6 +19,7 @@ from fuzz.reports.repro.graph import (
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
+from fuzz.targets.pipeline import StageFailure, export
 
 
 def _export_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
@@ -49,7 +50,6 @@ def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) ->
     script holds) fails with the entry's bucket key."""
     import torch
 
-    from fuzz.targets.pipeline import StageFailure, export
 
     module = _op_instance(op)
     if module is None:

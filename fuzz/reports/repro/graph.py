@@ -18,6 +18,10 @@ from fuzz.reports.repro.template import fill
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
+from fuzz.targets.opnames import culprit_name
+from fuzz.targets.pipeline import Timer
+from oracles.classify import classify
+from oracles.signature import error_key
 
 # Arrays up to this size are written into the script; larger ones beside it.
 INLINE_MAX_ELEMENTS = 64
@@ -160,7 +164,6 @@ def _operand_files(tensors: Sequence[Any], prefix: str = "arg") -> tuple[dict[st
 def _find_op(graph_module: Any, culprit: str) -> tuple[Any, int | None] | None:
     """The first op node the culprit names (and which of its outputs, when
     the name came from a ``getitem``), as ``fuzz.triage.localize`` names them."""
-    from fuzz.targets.opnames import culprit_name
 
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or culprit_name(node) != culprit:
@@ -178,7 +181,6 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
     import torch
 
     from fuzz.model.recipe import call_args
-    from fuzz.targets.pipeline import Timer
 
     state = _state(exported)
     lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
@@ -302,8 +304,6 @@ def _op_shapes(op: _OpModule, dynamic: bool) -> Any:
 
 def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
     """Whether a stage failure keys to the entry's bucket, as bucketing keys it."""
-    from oracles.classify import classify
-    from oracles.signature import error_key
 
     verdict, line, blamed = classify(failure)
     return error_key(verdict, entry.owner, blamed, line) == entry.signature

@@ -20,6 +20,7 @@ from fuzz.reports.repro.graph import (
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
+from fuzz.targets.pipeline import StageFailure, export, lower
 
 
 def _lowering_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
@@ -54,7 +55,6 @@ def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: Compile
     the target's output type with the entry's bucket key."""
     import torch
 
-    from fuzz.targets.pipeline import StageFailure, export, lower
 
     module = _op_instance(op)
     if module is None:

@@ -22,6 +22,7 @@ from fuzz.targets.catalog import CompiledTarget
 from oracles.compare import Tolerance
 from oracles.results import Stage
 from oracles.verdict import Verdict
+from fuzz.targets.pipeline import Timer
 
 
 def _model_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes]:
@@ -38,7 +39,6 @@ def _model_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | 
                         for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
                                      "inputs.npz": entry.sample.npz_bytes()}
-    from fuzz.targets.pipeline import Timer
 
     lead = target.leading_inputs(entry.sample.config, entry.sample.seed, Timer())
     if lead:  # the weights are program inputs: the program takes them before each batch

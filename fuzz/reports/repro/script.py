@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from fuzz.targets.catalog import CompiledTarget, IreeTarget, RefBackendTarget, VulkanTarget
+import fuzz.targets.refbackend
 
 __all__ = ["RUNTIME_FILE"]
 
@@ -44,7 +45,6 @@ def _refbackend_runtime() -> str:
     ``attempt`` does."""
     import inspect
 
-    import fuzz.targets.refbackend
 
     source = inspect.getsource(fuzz.targets.refbackend)
     ours = "from fuzz.targets.pipeline import StageFailure, run_stage\n"
