@@ -229,3 +229,45 @@ def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> N
 @pytest.mark.engine
 def test_cancel_drops_queued_jobs_and_lets_running_ones_answer(pool: WorkerPool) -> None:
     assert_cancel_drops_queued_jobs_only(pool)
+
+
+@pytest.mark.engine
+def test_a_reserved_worker_runs_an_urgent_job_while_the_others_compile() -> None:
+    """With a worker reserved for urgent jobs (the campaign's bug work), a
+    caller blocked on its own job gets it run at once, while the ordinary
+    worker is busy (here: hung); the reserved worker never takes an ordinary
+    job, so one queued behind the hang stays queued."""
+    import time
+
+    hang, ok = resolve_targets(["fake-hang", "fake-ok"])
+    with WorkerPool(1, timeout_s=30, memory_mb=1024, preload=False, reserved=1) as workers:
+        assert workers.slots == 2
+        busy = workers.submit((hang, tiny_sample()))
+        queued = workers.submit((ok, tiny_sample()))
+        time.sleep(0.5)
+        started = time.monotonic()
+        (answer,) = workers.run([(ok, tiny_sample())])
+        assert answer.failure is None
+        assert time.monotonic() - started < 20  # not after the 30 s hang
+        assert [ticket for ticket, _ in workers._queue] == [queued]
+        assert workers.cancel([queued]) == {queued}
+        assert busy not in {ticket for ticket, _ in workers._ready}
+
+
+def test_a_reserved_worker_takes_only_urgent_jobs() -> None:
+    import collections
+
+    from fuzz.workers.pool import AnswerQueue
+
+    queue: collections.deque[tuple[int, str]] = collections.deque()
+    pool = AnswerQueue()
+    pool._urgent, pool._after = set(), {}
+    pool._enqueue(queue, (1, "generated"), False)
+    assert pool._take(queue, urgent_only=True) is None
+    pool._enqueue(queue, (2, "shrink step"), True)
+    assert pool._take(queue, urgent_only=True) == (2, "shrink step")
+    pool._after = {3: 1}  # a follower: the path that looks past the head of the queue
+    pool._enqueue(queue, (3, "follower step"), True)
+    pool._open_tickets = lambda: {1, 3}  # type: ignore[method-assign]
+    assert pool._take(queue, urgent_only=True) is None
+    assert pool._take(queue) == (1, "generated")

@@ -86,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     _toolchain_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                      help="worker processes (default: number of cores)")
+    run.add_argument("--bug-workers", type=_seed, default=1, metavar="N",
+                     help="worker processes beside --workers that take bug work only (shrink "
+                          "steps, repros), so it never waits for a sample's compile "
+                          "(default 1; 0: one shared pool; none with --ray)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
                      help="wall-clock limit per (sample, target) job (default 120s)")
     run.add_argument("--memory-mb", type=_positive_int, default=8192,
@@ -102,8 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-shrink", action="store_true",
                      help="skip the shrink phase (minimizing each new bucket's case)")
     run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
-                     help="shrinking time per new bucket (default 60s; the shrink phase "
-                          "takes at most a third of --budget)")
+                     help="shrinking time per new bucket (default 60s); shrinking runs "
+                          "beside generation, at most 40%% of the time it has run")
     run.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="run the workers as Ray actors: 'local' (a cluster of this process), "
                           "'auto' (the one `ray start` made) or HOST:PORT; needs "
@@ -246,7 +250,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
         n.strip() for n in args.targets.split(",") if n.strip())
     options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
                               targets=names, table=target_table(args.target_plugin),
-                              workers=args.workers,
+                              workers=args.workers, bug_workers=args.bug_workers,
                               timeout_s=args.timeout, memory_mb=args.memory_mb,
                               max_samples=args.max_samples,
                               cache_dir=None if args.no_cache else args.cache,

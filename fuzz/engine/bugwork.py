@@ -225,7 +225,7 @@ class BugWork:
                 continue
             job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table,
                                one_op_only=bucket in self.op_first)
-            self.report_jobs[self.pool.submit(job)] = bucket
+            self.report_jobs[self.pool.submit(job, urgent=True)] = bucket
         self.to_report.clear()
 
     def report_answered(self, bucket: str, answer: Any) -> None:

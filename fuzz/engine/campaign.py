@@ -166,7 +166,9 @@ class Campaign:
         return self.session.waiting
 
     def _pool(self) -> Any:
-        return self.session.open_pool()
+        options = self.options
+        bug_work = options.shrink or options.report
+        return self.session.open_pool(reserved=options.bug_workers if bug_work else 0)
 
     def _submit(self, sample: Sample, targets: list[Target], index: int | None) -> InFlight:
         return self.session.submit(sample, targets, index)

@@ -88,12 +88,15 @@ class Session:
         self._closing: contextlib.ExitStack | None = None
 
     # -- the pool ---------------------------------------------------------------
-    def open_pool(self) -> WorkerPool | RayPool:
-        """A new worker pool: local processes, or Ray actors with ``--ray``."""
+    def open_pool(self, reserved: int = 0) -> WorkerPool | RayPool:
+        """A new worker pool: local processes, or Ray actors with ``--ray``.
+        ``reserved``: local workers held for urgent jobs (bug work) beside
+        ``options.workers`` (a Ray pool has none: its actors are many)."""
         options = self.options
         if options.ray is None:
             return WorkerPool(options.workers, options.timeout_s, options.memory_mb,
-                              cache_dir=options.cache_dir, cache_mb=options.cache_mb)
+                              cache_dir=options.cache_dir, cache_mb=options.cache_mb,
+                              reserved=reserved)
         return RayPool(options.workers, options.timeout_s, options.memory_mb,
                        cache_dir=options.cache_dir, cache_mb=options.cache_mb,
                        address=options.ray, gpu_workers=options.ray_gpu_workers)

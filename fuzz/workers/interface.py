@@ -139,15 +139,16 @@ class AnswerQueue:
         if after is not None:
             self._after[ticket] = after
 
-    def _take(self, queue: "collections.deque[Any]") -> Any:
+    def _take(self, queue: "collections.deque[Any]", urgent_only: bool = False) -> Any:
         """The first queued entry (its ticket first) whose prerequisite is
         answered, removed from ``queue``; None when every queued job waits.
+        ``urgent_only``: an urgent entry or none (for a worker held for them).
 
         A follower (a target that reuses its leader's export, program or
         artifact from the cache) waits for its leader instead of starting
         beside it and doing the same work a second time: an idle worker takes
         a later job, or waits."""
-        if not queue:
+        if not queue or (urgent_only and queue[0][0] not in self._urgent):
             return None
         if not self._after:
             entry = queue.popleft()
@@ -155,6 +156,8 @@ class AnswerQueue:
             return entry
         unanswered = self._open_tickets()
         for position, entry in enumerate(queue):
+            if urgent_only and entry[0] not in self._urgent:
+                return None  # the urgent ones come first: none is free to start
             if self._after.get(entry[0]) not in unanswered:
                 del queue[position]
                 self._after.pop(entry[0], None)

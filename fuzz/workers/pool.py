@@ -120,12 +120,20 @@ class _Worker:
 class WorkerPool(AnswerQueue):
     """``size`` spawned workers. ``submit`` / ``completed`` keep them busy
     without a barrier (a caller feeds the next job as soon as one finishes);
-    ``run(jobs)`` executes a list and returns one answer per job, in order."""
+    ``run(jobs)`` executes a list and returns one answer per job, in order.
+
+    ``reserved`` more workers take urgent jobs only: a caller blocked on its
+    own jobs (a shrink step, a report) then never waits for a compile some
+    other job started first, however busy the other workers are."""
 
     def __init__(self, size: int, timeout_s: float = 120.0, memory_mb: int | None = 8192,
-                 preload: bool = True, cache_dir: Path | None = None, cache_mb: int = 2048) -> None:
+                 preload: bool = True, cache_dir: Path | None = None, cache_mb: int = 2048,
+                 reserved: int = 0) -> None:
         if size < 1:
             raise ValueError(f"workers={size}: must be >= 1")
+        if reserved < 0:
+            raise ValueError(f"reserved={reserved}: must be >= 0")
+        self.reserved = reserved
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.preload = preload
@@ -135,7 +143,6 @@ class WorkerPool(AnswerQueue):
         self._log_dir = tempfile.mkdtemp(prefix="dlrm-fuzz-workers-")
         # Workers inherit this process's runtime folder (removed when it
         # exits) instead of each making one that a killed worker leaves behind.
-
         ensure_runtime_environment()
         self._serial = 0
         self.replaced = 0
@@ -147,7 +154,7 @@ class WorkerPool(AnswerQueue):
         self._urgent: set[int] = set()
         self._workers: list[_Worker] = []
         try:
-            for _ in range(size):
+            for _ in range(size + reserved):
                 self._workers.append(self._start())
             for worker in self._workers:
                 self._await_ready(worker)
@@ -268,11 +275,12 @@ class WorkerPool(AnswerQueue):
             {w.job for w in self._workers if w.job is not None}
 
     def _dispatch(self) -> None:
-        for worker in self._workers:
+        first_reserved = len(self._workers) - self.reserved
+        for index, worker in enumerate(self._workers):
             if worker.job is None and self._queue:
-                entry = self._take(self._queue)
+                entry = self._take(self._queue, urgent_only=index >= first_reserved)
                 if entry is None:
-                    return
+                    continue
                 ticket, job = entry
                 worker.job, worker.work = ticket, job
                 worker.started = time.monotonic()
