@@ -54,7 +54,7 @@ def _summary(console: Console, report: CampaignReport) -> None:
                                              "seen on a partial schedule)")
         _row(head, "sent to no target", f"{report.unscheduled} samples (every program group "
                                         "would have landed in known buckets)")
-    if report.cut_jobs:
+    if report.cut_jobs or report.cut_unfiled:
         _row(head, "cut when the budget ended",
              f"{report.cut_jobs} queued jobs dropped, {report.cut_samples} samples not judged"
              + "".join(f"; {line}" for line in report.cut_unfiled))

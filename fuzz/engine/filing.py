@@ -6,7 +6,9 @@ which files it as FLAKY when the two disagree, the extra weight draws), then
 each finding filed in the corpus (``fuzz.engine.ledger``) and handed to the
 bug work (``fuzz.engine.bugwork``). The scheduler learns where each target
 landed. A sample cut at the end of the budget files what does not depend on
-the targets that were dropped."""
+the targets that were dropped; once the budget is spent (``closed``), filing
+starts no new sample (no full run, no re-seeded draw): it notes what it
+would have run, so the time after the budget stays bounded."""
 
 from __future__ import annotations
 
@@ -47,6 +49,9 @@ class Filing:
         self.submit = submit
         self.on_finding = on_finding
         self.started = time.monotonic()  # when the campaign began (first-found times)
+        # Set when the budget is spent: the samples still in flight are filed
+        # from what they ran, and nothing new is queued for them.
+        self.closed = False
 
     def file(self, flight: InFlight) -> list[Finding]:
         """Judge one sample's answers, count them and file its findings
@@ -57,7 +62,7 @@ class Filing:
             return []
         sample, findings = flight.sample, judged.findings
         results, outcomes = judged.results, judged.outcomes
-        if flight.cut:
+        if flight.cut or (self.closed and flight.partial):
             findings = self._witnessed(findings, flight)
         elif flight.partial and any(f.bucket not in self.ledger.known for f in findings):
             # Blame compares lowerings and backends: a bucket the corpus does
@@ -153,6 +158,12 @@ class Filing:
                 dataclasses.replace(eager, outputs=eager.draws[seed]), flight.sample)
             if any(o.verdict is not Verdict.PASS and outcomes[name].verdict is Verdict.PASS
                    for name, o in judged.items() if name in outcomes):
+                if self.closed:
+                    self.report.cut_unfiled.append(
+                        f"sample {flight.index} ({flight.sample.describe()}): weight draw {seed} "
+                        "failed where the sample's own weights passed, when the budget had "
+                        "ended: not run again as a sample of its own")
+                    return
                 self.report.draws_reseeded += 1
                 self.submit(flight.sample.reseeded(seed), self.session.targets, flight.index)
                 return

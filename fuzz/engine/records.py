@@ -145,7 +145,7 @@ class CampaignReport:
     cut_jobs: int = 0
     cut_samples: int = 0
     witness_runs: int = 0  # jobs run only to blame a wrong answer (``_witness_runs``)
-    cut_unfiled: list[str] = field(default_factory=list)  # new wrong answers not filed
+    cut_unfiled: list[str] = field(default_factory=list)  # seen when the budget ended, not filed
     workers: int = 0
     # Wall seconds of the generate phase spent shrinking (inside the budget).
     shrink_s: float = 0.0

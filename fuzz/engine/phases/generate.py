@@ -79,6 +79,7 @@ class GeneratePhase:
                 pass
         if time.monotonic() >= deadline:
             self.session.cut_queued()
+            self.filing.closed = True  # what is in flight files from what it ran
         while self.session.waiting:  # what is running when the budget ends is still checked
             self.drain()
         # A campaign of replay and shrinking only (or one that found its bugs
