@@ -45,6 +45,7 @@ def _versions(python: Path, *names: str) -> list[str]:
     return probe.stdout.split()
 
 
+@pytest.mark.slow  # 28 s in CI's run: a uv environment and a pip install
 @pytest.mark.pipeline
 def test_pip_install_into_an_older_iree_keeps_it(tmp_path: Path, toolchain_root: Path) -> None:
     venv = tmp_path / "venv"

@@ -40,6 +40,7 @@ def test_markdown_labels_buckets_and_diff_lists_changed_cells() -> None:
     assert compare_matrices(old, fixed) == ["weighted_pooling=fixed x iree-cpu: mismatch-x -> PASS"]
 
 
+@pytest.mark.slow  # 46 s in CI's run: two real matrices
 @pytest.mark.pipeline
 def test_real_matrix_tells_healthy_from_weighted_pooling(tmp_path: Path) -> None:
     out = tmp_path / "m.json"

@@ -97,6 +97,10 @@ def test_shrinks_to_the_plainest_dlrm() -> None:
     batch = find(batches(c), lambda b: True, settings=settings(database=None))
     assert batch.batch_size == 1
     assert batch.indices[0].size >= 1 and set(batch.indices[0].tolist()) == {0}  # no empty bag
+
+
+@pytest.mark.slow  # ~35 s: Hypothesis shrinks whole samples, dense floats included
+def test_a_whole_sample_shrinks_to_one_batch_and_no_extra_draws() -> None:
     # One batch, no extra weight draws. (The seed is left out: with every
     # shrink step succeeding, Hypothesis' cap on successful shrinks can run
     # out before the 32-bit seed reaches 0, depending on the run's seed.)
