@@ -550,3 +550,28 @@ def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_re
         assert content_hash(after.sample) == content_hash(stored.sample)
     else:
         assert record.replaced and content_hash(after.sample) != content_hash(stored.sample)
+
+
+def test_replay_queues_only_the_cases_whose_shrinking_was_cut_short() -> None:
+    """A still-failing stored case goes back to shrinking when its shrink was
+    cut short (budget) or never ran; not when it ended at a fixpoint, as one
+    op, or ``moved`` (its smaller case replays elsewhere: shrinking again
+    reaches the same case). Any case whose repro does not reproduce gets a
+    new report."""
+    import types
+
+    from fuzz.engine.phases.replay import ReplayPhase
+    from fuzz.engine.records import CampaignReport, Observed, ReplayRecord
+
+    stopped = {"a": "fixpoint", "b": "single-op", "c": "moved", "d": "budget", "e": None}
+    entries = [types.SimpleNamespace(bucket=b, target="t", shrink={"stopped": s} if s else None,
+                                     repro_status="reproduces" if b != "b" else "does not reproduce")
+               for b, s in stopped.items()]
+    report = CampaignReport()
+    session = types.SimpleNamespace(
+        report=report, replay_one=lambda e: ReplayRecord(e.bucket, "t", Observed.STILL_FAILING))
+    reported: list[str] = []
+    bugs = types.SimpleNamespace(unshrunk=[], needs_report=set(), ready_for_report=reported.append)
+    ReplayPhase(session, types.SimpleNamespace(stored=entries), bugs).run()  # type: ignore[arg-type]
+    assert bugs.unshrunk == ["d", "e"]
+    assert bugs.needs_report == {"b"} and reported == ["b"]

@@ -2,7 +2,10 @@
 installed now (``Session.replay_one``: still failing in its bucket, fixed,
 or moved to another), one row each in the report. A case still failing that
 is not yet a bug report (its shrinking cut short or never run, its repro not
-reproducing) gets another turn at the bug work."""
+reproducing) gets another turn at the bug work. A shrink that ended is not
+run again: at a fixpoint, as one op (the op is the case), or ``moved`` (its
+smaller case replays in another bucket, so shrinking it again would reach
+the same smaller case and keep it out again)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,11 @@ from fuzz.engine.ledger import Ledger
 from fuzz.engine.records import Observed
 from fuzz.engine.session import Session
 
-__all__ = ["ReplayPhase"]
+__all__ = ["ReplayPhase", "SHRINK_ENDED"]
+
+# How a stored shrink record's ``stopped`` says that shrinking is done with
+# the case (``budget`` and the rest mean it was cut short).
+SHRINK_ENDED = frozenset({"fixpoint", "single-op", "moved"})
 
 
 class ReplayPhase:
@@ -27,7 +34,7 @@ class ReplayPhase:
             self.session.report.replays.append(record)
             if record.status is not Observed.STILL_FAILING:
                 continue
-            if (entry.shrink or {}).get("stopped") != "fixpoint":
+            if (entry.shrink or {}).get("stopped") not in SHRINK_ENDED:
                 self.bugs.unshrunk.append(entry.bucket)
             if entry.repro_status != "reproduces":
                 self.bugs.needs_report.add(entry.bucket)
