@@ -575,3 +575,17 @@ def test_replay_queues_only_the_cases_whose_shrinking_was_cut_short() -> None:
     ReplayPhase(session, types.SimpleNamespace(stored=entries), bugs).run()  # type: ignore[arg-type]
     assert bugs.unshrunk == ["d", "e"]
     assert bugs.needs_report == {"b"} and reported == ["b"]
+
+
+@pytest.mark.engine
+def test_jobs_still_running_after_the_budget_are_not_waited_for_long(tmp_path: Path) -> None:
+    """A compile running when the budget ends may take its whole job timeout
+    (here a hang with a 60 s timeout): the campaign waits a quarter of the
+    finish phase for it, then judges the sample without it."""
+    options = CampaignOptions(targets=("fake-hang",), corpus_dir=tmp_path / "corpus", budget_s=4,
+                              seed=1, replay=False, shrink=False, report=False, workers=1,
+                              bug_workers=0, timeout_s=60, finish_s=8)
+    report = Campaign(options).run()
+    assert report.cut_running == 1
+    assert report.phase_seconds["generate"] < 4 + 8 * 0.25 + 3
+    assert report.summary()["cut_at_deadline"]["running"] == 1

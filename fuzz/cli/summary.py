@@ -54,9 +54,10 @@ def _summary(console: Console, report: CampaignReport) -> None:
                                              "seen on a partial schedule)")
         _row(head, "sent to no target", f"{report.unscheduled} samples (every program group "
                                         "would have landed in known buckets)")
-    if report.cut_jobs or report.cut_unfiled:
+    if report.cut_jobs or report.cut_running or report.cut_unfiled:
         _row(head, "cut when the budget ended",
-             f"{report.cut_jobs} queued jobs dropped, {report.cut_samples} samples not judged"
+             f"{report.cut_jobs} queued jobs dropped, {report.cut_running} running jobs not "
+             f"waited for, {report.cut_samples} samples not judged"
              + "".join(f"; {line}" for line in report.cut_unfiled))
     if report.skipped:
         _row(head, "skipped samples", f"{len(report.skipped)} (eager PyTorch ran out of a "

@@ -143,6 +143,7 @@ class CampaignReport:
     # At the end of the budget: jobs dropped before they started, and the
     # samples of which too little had run to be judged at all.
     cut_jobs: int = 0
+    cut_running: int = 0  # jobs still running a while after the budget, not waited for
     cut_samples: int = 0
     witness_runs: int = 0  # jobs run only to blame a wrong answer (``_witness_runs``)
     cut_unfiled: list[str] = field(default_factory=list)  # seen when the budget ended, not filed
@@ -177,7 +178,8 @@ class CampaignReport:
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s),
                 "shrink_s": round(self.shrink_s, 2),
-                "cut_at_deadline": {"jobs": self.cut_jobs, "samples": self.cut_samples,
+                "cut_at_deadline": {"jobs": self.cut_jobs, "running": self.cut_running,
+                                    "samples": self.cut_samples,
                                     "unfiled": list(self.cut_unfiled)},
                 "actionable": self._actionable_summary()}
 

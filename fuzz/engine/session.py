@@ -80,6 +80,9 @@ class Session:
         # Every job's ticket -> (its sample, its position); generated samples
         # (those with an index) waiting to be filed, oldest first.
         self._open: dict[int, tuple[InFlight, int]] = {}
+        # Running jobs no sample waits for any more (``cut_running``): their
+        # answers are dropped when they come.
+        self._abandoned: set[int] = set()
         self.waiting: list[InFlight] = []
         # Answers to jobs that are no sample's (a campaign's report jobs).
         self.elsewhere = elsewhere
@@ -160,6 +163,9 @@ class Session:
         """Take the pool's finished answers into their samples (waits up to ``timeout``)."""
         assert self.pool is not None
         for ticket, answer in self.pool.completed(timeout):
+            if ticket in self._abandoned:
+                self._abandoned.discard(ticket)
+                continue
             if ticket not in self._open:
                 self.elsewhere(ticket, answer)
                 continue
@@ -183,10 +189,24 @@ class Session:
         dropped = self.pool.cancel(queued)
         self.report.cut_jobs += len(dropped)
         for ticket in dropped:
-            flight, position = self._open.pop(ticket)
-            flight.answers[position] = CUT
-            flight.left -= 1
-            flight.cut = True
+            self._cut(ticket)
+
+    def cut_running(self) -> None:
+        """Stop waiting for the generated samples' jobs that still run some
+        time after the budget ended (a compile may take its whole job
+        timeout): their samples are judged on the targets that answered, the
+        workers finish them and their answers are dropped."""
+        running = [ticket for ticket, (flight, _) in self._open.items() if flight.index is not None]
+        self.report.cut_running += len(running)
+        self._abandoned.update(running)
+        for ticket in running:
+            self._cut(ticket)
+
+    def _cut(self, ticket: int) -> None:
+        flight, position = self._open.pop(ticket)
+        flight.answers[position] = CUT
+        flight.left -= 1
+        flight.cut = True
 
     # -- judging ----------------------------------------------------------------------
     def run_sample(self, sample: Sample, targets: list[Target]) -> list[Finding]:

@@ -3,8 +3,9 @@ the scheduler's plan says (every target without one), with no barrier: the
 next sample's jobs are queued while this one's slowest targets still run,
 and a sample whose answers are all in is filed in the order the samples were
 made (``fuzz.engine.filing``). The bug work runs between samples. When the
-budget ends, the jobs no worker has started are dropped and what is still
-running is checked.
+budget ends, the jobs no worker has started are dropped, what is still
+running is waited for during a quarter of the finish phase, and the samples
+are then judged on the targets that answered.
 
 Hypothesis drives generation (seeded, so a campaign is reproducible from its
 ``--seed``); the budget ends that loop through an exception Hypothesis does
@@ -27,6 +28,11 @@ from fuzz.workers.interface import HarnessError
 from strategies.draw import ROUND
 
 __all__ = ["GeneratePhase", "Stream"]
+
+# The share of the finish phase (``finish_s``) the jobs running when the
+# budget ends may take before their samples are judged without them: seed
+# 73's campaign waited 98 s after its budget for them and for their filing.
+_RUNNING_GRACE = 0.25
 
 class Stream(Protocol):
     """Where samples come from: ``strategies.draw.each_sample``, or a fixed list in a test."""
@@ -65,8 +71,10 @@ class GeneratePhase:
             self.dispatch(sample)
             # No barrier: wait only while every worker has work (a follower
             # waiting for its leader is no work yet).
-            while pool.runnable > pool.slots:
-                self.drain()
+            while pool.runnable > pool.slots and (left := deadline - time.monotonic()) > 0:
+                self.drain(timeout=left)
+            if time.monotonic() >= deadline:
+                raise _BudgetSpent
             self.bugs.work(deadline)
             if options.max_samples is not None and self.report.samples >= options.max_samples:
                 raise _BudgetSpent
@@ -80,7 +88,13 @@ class GeneratePhase:
         if time.monotonic() >= deadline:
             self.session.cut_queued()
             self.filing.closed = True  # what is in flight files from what it ran
-        while self.session.waiting:  # what is running when the budget ends is still checked
+            # What is running when the budget ends is still checked, for a
+            # while: a compile may run for its whole job timeout.
+            grace_end = time.monotonic() + options.finish_s * _RUNNING_GRACE
+            while self.session.waiting and (left := grace_end - time.monotonic()) > 0:
+                self.drain(timeout=left)
+            self.session.cut_running()
+        while self.session.waiting:
             self.drain()
         # A campaign of replay and shrinking only (or one that found its bugs
         # late) spends what is left of the budget on the buckets.
@@ -102,10 +116,14 @@ class GeneratePhase:
             flight.repairs = part.repairs
             self.report.repaired += bool(part.repairs)
 
-    def drain(self) -> None:
-        """Take finished answers; file every generated sample whose answers
-        are all in, in the order the samples were made."""
-        self.session.take_answers()
+    def drain(self, timeout: float | None = None) -> None:
+        """Take finished answers (waiting up to ``timeout``); file every
+        generated sample whose answers are all in, in the order the samples
+        were made (without waiting when one is ready: its answers are all in,
+        and a job still running may be one no sample waits for)."""
+        if any(not flight.left for flight in self.session.waiting):
+            timeout = 0.0
+        self.session.take_answers(timeout)
         ready = [flight for flight in self.session.waiting if not flight.left]
         for flight in ready:
             self.session.waiting.remove(flight)
