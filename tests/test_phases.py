@@ -590,16 +590,3 @@ def test_jobs_still_running_after_the_budget_are_not_waited_for_long(tmp_path: P
     assert report.phase_seconds["generate"] < 4 + 8 * 0.25 + 3
     assert report.summary()["cut_at_deadline"]["running"] == 1
 
-
-def test_shrink_candidates_go_side_by_side_only_on_free_workers() -> None:
-    """A shrink step waits for its slowest candidate: while generation keeps
-    two of three workers busy, candidates go one at a time (to the worker held
-    for bug work); with the pool idle, one per worker."""
-    import types
-
-    from fuzz.engine.bugwork import step_width
-
-    assert step_width(types.SimpleNamespace(slots=3, runnable=2)) == 1  # type: ignore[arg-type]
-    assert step_width(types.SimpleNamespace(slots=3, runnable=5)) == 1  # type: ignore[arg-type]
-    assert step_width(types.SimpleNamespace(slots=3, runnable=0)) == 3  # type: ignore[arg-type]
-    assert step_width(None) == 1

@@ -86,10 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     _toolchain_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                      help="worker processes (default: number of cores)")
-    run.add_argument("--bug-workers", type=_seed, default=1, metavar="N",
+    run.add_argument("--bug-workers", type=_seed, default=0, metavar="N",
                      help="worker processes beside --workers that take bug work only (shrink "
                           "steps, repros), so it never waits for a sample's compile "
-                          "(default 1; 0: one shared pool; none with --ray)")
+                          "(default 0: one shared pool; worth it with cores to spare; not "
+                          "with --ray)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
                      help="wall-clock limit per (sample, target) job (default 120s)")
     run.add_argument("--memory-mb", type=_positive_int, default=8192,

@@ -35,7 +35,7 @@ from fuzz.triage.edits import sample_size
 from fuzz.triage.edits import content_hash, size_key
 from fuzz.triage.shrink import StepRejected, shrink
 
-__all__ = ["BugWork", "step_width"]
+__all__ = ["BugWork"]
 
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
@@ -225,7 +225,10 @@ class BugWork:
                 continue
             job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table,
                                one_op_only=bucket in self.op_first)
-            self.report_jobs[self.pool.submit(job, urgent=True)] = bucket
+            # Urgent only where a worker is held for bug work: on a shared pool
+            # a report ahead of the samples' jobs delays them, never itself.
+            urgent = self.options.bug_workers > 0
+            self.report_jobs[self.pool.submit(job, urgent=urgent)] = bucket
         self.to_report.clear()
 
     def report_answered(self, bucket: str, answer: Any) -> None:
@@ -349,7 +352,7 @@ class BugWork:
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
         result = shrink(entry.sample, same_bucket, budget_s,
                         many=same_bucket_many if is_error else None,
-                        width=step_width(self.pool),
+                        width=max(1, self.pool.slots if self.pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
         self._solo_keys[content_hash(result.sample)] = wanted  # the reducer kept it
@@ -377,17 +380,6 @@ class BugWork:
         with deferred():
             replaced = corpus.replace_if_smaller(root, shrunk, size_key)
         return ShrinkRecord(bucket, target.name, record, replaced)
-
-
-def step_width(pool: Pool | None) -> int:
-    """How many shrink candidates to judge side by side: as many as workers
-    are free now. A step waits for its slowest candidate, so one queued
-    behind a sample's running compile (5-20 s on Vulkan) would hold the
-    whole step; while generation keeps the other workers busy, that is one
-    at a time on the worker held for bug work."""
-    if pool is None:
-        return 1
-    return max(1, pool.slots - pool.runnable)
 
 
 def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:

@@ -54,9 +54,10 @@ class CampaignOptions:
     shrink_budget_s: float = 60.0
     shrink_share: float = 0.4
     # Workers beside ``workers`` that take bug work only (shrink steps, the
-    # reports): a step never waits for a generation compile to end (it did:
-    # 0.2-0.6 steps/s on compile errors, mostly waiting). 0: one shared pool.
-    bug_workers: int = 1
+    # reports): a step never waits for a generation compile to end. Off by
+    # default: on 2 cores a third process cost generation a quarter of its
+    # samples (seed 73, 10 minutes: 41 against 56) for no more bug reports.
+    bug_workers: int = 0
     # After the budget: the longest the campaign waits for the bug reports
     # still in flight (a bucket without one is counted unconfirmed).
     finish_s: float = 60.0
