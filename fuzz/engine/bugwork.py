@@ -78,9 +78,17 @@ class BugWork:
         self.report_costs: list[float] = []  # worker seconds of each report job so far
         self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
-        # The key a stored case gives on its target alone, by the case's content:
-        # a bucket's later turns start from it instead of compiling the case again.
-        self._solo_keys: dict[str, str] = {}
+        # The key a sample gives on a target alone (None: it passes there), by
+        # (target, culprit method, the sample's content): a bucket's later
+        # turns start from the stored case's key instead of compiling it again,
+        # and skip the candidates an earlier turn judged (each turn restarts
+        # the reducer at the stored case, skeleton steps first). The target
+        # belongs in the key: one sample is often stored in several buckets,
+        # one per target (seed 73's sample 7 in four), and a key by content
+        # alone gave the later buckets the first one's key to hold: none of
+        # their steps could ever be accepted.
+        self._solo_keys: dict[tuple[str, str, str], str | None | CandidateRejected] = {}
+        self._references_ok: dict[str, bool] = {}  # by content: a target-free fact
         self.needs_report: set[str] = set()  # new or replaced cases without their report
         self.to_report: list[str] = []  # of those, the ones ready for it (shrunk)
         self.generating_since = 0.0
@@ -315,36 +323,59 @@ class BugWork:
         if target is None:
             return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
         method = (entry.culprit or "").split(":", 1)[0] or None
-        stored = content_hash(entry.sample)
+        keys = self._solo_keys
+
+        def memo(sample: Sample) -> tuple[str, str, str]:
+            return (target.name, method or "", content_hash(sample))
+
+        stored = memo(entry.sample)
         try:
-            wanted = self._solo_keys.get(stored) or triage.solo_key(target, entry.sample, method)
+            cached = keys.get(stored)
+            wanted = cached if isinstance(cached, str) else triage.solo_key(target, entry.sample, method)
         except CandidateRejected as rejected:
             return ShrinkRecord(bucket, target.name, {
                 "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
         if wanted is None:
             return ShrinkRecord(bucket, target.name, {
                 "skipped": "the stored case does not fail on its target alone"}, False)
-        self._solo_keys[stored] = wanted
+        keys[stored] = wanted
+
+        def references_accept(candidate: Sample) -> bool:
+            digest = content_hash(candidate)
+            if digest not in self._references_ok:
+                self._references_ok[digest] = triage.references_accept(candidate)
+            return self._references_ok[digest]
 
         def same_bucket(candidate: Sample) -> bool:
-            if not is_error:
-                return triage.solo_key(target, candidate, method) == wanted
+            if memo(candidate) not in keys:
+                try:
+                    keys[memo(candidate)] = triage.solo_key(target, candidate, method) \
+                        if not is_error else triage.solo_error_key(target, candidate)
+                except CandidateRejected as rejected:
+                    keys[memo(candidate)] = rejected
+            key = keys[memo(candidate)]
+            if isinstance(key, CandidateRejected):
+                raise key
             # An error needs only the target's own job, and the references
             # only for a candidate that kept the error.
-            return triage.solo_error_key(target, candidate) == wanted and \
-                triage.references_accept(candidate)
+            return key == wanted and (not is_error or references_accept(candidate))
 
         def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
-            """Error candidates side by side, one worker each; only the first
-            that keeps the error is checked against the references (the
-            reducer takes the first that holds)."""
+            """Error candidates side by side, one worker each (those an
+            earlier turn judged from its key); only the first that keeps the
+            error is checked against the references (the reducer takes the
+            first that holds)."""
+            new = [c for c in candidates if memo(c) not in keys]
+            fresh = dict(zip((memo(c) for c in new), triage.solo_error_keys(target, new))) if new else {}
             judged: list[bool | StepRejected] = []
-            for candidate, key in zip(candidates, triage.solo_error_keys(target, candidates)):
+            for candidate in candidates:
+                key = fresh[memo(candidate)] if memo(candidate) in fresh else keys[memo(candidate)]
+                keys[memo(candidate)] = key
                 if isinstance(key, CandidateRejected) or key != wanted or True in judged:
                     judged.append(key if isinstance(key, CandidateRejected) else False)
                     continue
                 try:
-                    judged.append(triage.references_accept(candidate))
+                    judged.append(references_accept(candidate))
                 except CandidateRejected as rejected:
                     judged.append(rejected)
             return judged
@@ -355,7 +386,7 @@ class BugWork:
                         width=max(1, self.pool.slots if self.pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
-        self._solo_keys[content_hash(result.sample)] = wanted  # the reducer kept it
+        keys[memo(result.sample)] = wanted  # the reducer kept it
         if size_key(result.sample) >= size_key(entry.sample):
             return ShrinkRecord(bucket, target.name, record, False)
         # The stored evidence (error line, numbers, programs) must be the shrunk case's.
