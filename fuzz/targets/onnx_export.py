@@ -23,11 +23,23 @@ from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
-__all__ = ["EXPORTER", "onnx_model", "export_module", "variant_of", "onnx_available"]
+__all__ = ["EXPORTER", "ONNX_IMPORT", "OnnxExported", "OnnxLowered", "exporter_of", "onnx_model", "export_module", "variant_of", "onnx_available"]
 
 # The owner of the exporter's failures (and of a wrong answer every ONNX
 # executor computes alike: ``oracles.blame``).
 EXPORTER = "torch.onnx"
+
+# The owner of the ONNX import and of torch-mlir's ONNX conversions.
+ONNX_IMPORT = "torch-mlir:onnx"
+
+
+def exporter_of(bags: str) -> str:
+    """Who made a target's ``model.onnx``: the exporter, or for the loop-free
+    variant the exporter of our rewritten bags (``torch.onnx[loop-free]``): a
+    fault only the variant shows is not the exporter's on the model as written."""
+    from fuzz.targets import bags as forms
+
+    return EXPORTER if bags == forms.LOOP else f"{EXPORTER}[{bags}]"
 
 
 def onnx_available() -> tuple[bool, str]:
@@ -98,3 +110,65 @@ def onnx_model(config: DLRMConfig, seed: int, dynamic: bool, example: Sequence[n
     if not isinstance(model, bytes):
         raise StageFailure("export", "TypeError", "cached ONNX model is not bytes")
     return model
+
+
+class OnnxExported:
+    """What every target on the sample's ``model.onnx`` shares (a mixin before
+    its target class): the export's owner and variant, one export per shape
+    mode and bag form, the exporter's packages."""
+
+    # Declared by the dataclasses this mixes into.
+    name: str
+    dynamic: bool
+    bags: str
+
+    @property
+    def upstream(self) -> str:
+        """The frontend before the lowering: the exporter (``oracles.blame``)."""
+        return exporter_of(self.bags)
+
+    @property
+    def import_group(self) -> str:
+        """One ``model.onnx`` per shape mode and bag form, shared by the ONNX targets."""
+        return f"onnx|{self.bags}|{'dynamic' if self.dynamic else 'static'}"
+
+    def variant(self, config: DLRMConfig) -> str:
+        """The bag form this target exports ``config`` in (``bags.supported``)."""
+        return variant_of(config, self.bags)
+
+    def availability(self) -> tuple[bool, str]:
+        """The exporter's packages, then what the target class needs."""
+        ok, why = onnx_available()
+        if not ok:
+            return ok, why
+        return super().availability()  # type: ignore[misc,no-any-return]
+
+
+class OnnxLowered(OnnxExported):
+    """The ONNX targets that torch-mlir's ONNX conversions lower (IREE's
+    backends, torch-mlir's refbackend): their owners, and any module
+    (localization's instrumented program) taken by the same road."""
+
+    def owner(self, stage: str) -> str:
+        """The export is the exporter's, the import torch-mlir's ONNX importer's."""
+        if stage in ("build", "export"):
+            return self.upstream
+        if stage == "import":
+            return ONNX_IMPORT
+        return self.backend_owner  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def lowering_owner(self) -> str:
+        """What the backend ran was lowered by torch-mlir's ONNX conversions."""
+        return ONNX_IMPORT
+
+    def import_model(self, model: bytes) -> str:
+        """``model.onnx``'s bytes to the program the backend compiles."""
+        raise NotImplementedError
+
+    def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
+                     timer: Timer) -> str:
+        """Any module by the same road (localization's instrumented program)."""
+        model = timer.measure("export", lambda: export_module(module, example_args, dynamic_shapes,
+                                                              self.bags))
+        return timer.measure("import", lambda: self.import_model(model))

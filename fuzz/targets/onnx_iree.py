@@ -27,15 +27,12 @@ from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.compiled import _Artifact, _through_cache
 from fuzz.targets.fx_iree import IreeTarget, VulkanTarget
-from fuzz.targets.onnx_export import EXPORTER, onnx_available, onnx_model, variant_of
+from fuzz.targets.onnx_export import ONNX_IMPORT, OnnxLowered, onnx_model
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
 __all__ = ["ONNX_IMPORT", "OnnxIreeTarget", "OnnxVulkanTarget", "import_onnx", "entry_as_main",
            "unconverted_onnx_op", "OnnxRoad"]
-
-# The owner of the ONNX import and of torch-mlir's ONNX conversions.
-ONNX_IMPORT = "torch-mlir:onnx"
 
 # An ``onnx.*`` op that TorchOnnxToTorch left unconverted, as iree-compile says it.
 _UNCONVERTED = re.compile(r"failed to legalize operation 'torch\.operator'.*name = \"onnx\.")
@@ -75,41 +72,18 @@ def import_onnx(model: bytes) -> str:
         return run_stage("import", run)
 
 
-class OnnxRoad:
+class OnnxRoad(OnnxLowered):
     """What the ONNX targets that compile with IREE share (a mixin before the
     IREE target class: its ``lowered`` replaces the FX export and import)."""
-
-    # Declared by the dataclasses this mixes into.
-    name: str
-    dynamic: bool
-    bags: str
-
-    def owner(self, stage: str) -> str:
-        """The export is the exporter's, the import torch-mlir's ONNX importer's."""
-        if stage in ("build", "export"):
-            return EXPORTER
-        if stage == "import":
-            return ONNX_IMPORT
-        return self.backend_owner  # type: ignore[attr-defined,no-any-return]
-
-    @property
-    def lowering_owner(self) -> str:
-        """What IREE compiled was lowered by torch-mlir's ONNX conversions."""
-        return ONNX_IMPORT
-
-    @property
-    def import_group(self) -> str:
-        """One ``model.onnx`` per shape mode and bag form, shared by the ONNX targets."""
-        return f"onnx|{self.bags}|{'dynamic' if self.dynamic else 'static'}"
 
     @property
     def program_group(self) -> str:
         """One imported program per ``model.onnx`` for every IREE backend."""
         return f"iree-import-onnx|{self.import_group}"
 
-    def variant(self, config: DLRMConfig) -> str:
-        """The bag form this target exports ``config`` in (``bags.supported``)."""
-        return variant_of(config, self.bags)
+    def import_model(self, model: bytes) -> str:
+        """``iree-import-onnx``."""
+        return import_onnx(model)
 
     def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None) -> str:
@@ -119,15 +93,6 @@ class OnnxRoad:
         mlir = _through_cache(cache, key, lambda: timer.measure("import", lambda: import_onnx(model)))
         assert isinstance(mlir, str)
         return mlir
-
-    def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
-                     timer: Timer) -> str:
-        """Any module by the same road (localization's instrumented program)."""
-        from fuzz.targets.onnx_export import export_module
-
-        model = timer.measure("export", lambda: export_module(module, example_args, dynamic_shapes,
-                                                              self.bags))
-        return timer.measure("import", lambda: import_onnx(model))
 
     def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
         """IREE's compile; an ``onnx.*`` op it could not convert is the import's failure."""
@@ -139,13 +104,6 @@ class OnnxRoad:
                 moved.failure = dataclasses.replace(moved.failure, owner=ONNX_IMPORT)
                 raise moved from failure
             raise
-
-    def availability(self) -> tuple[bool, str]:
-        """The exporter's packages, then the backend and device."""
-        ok, why = onnx_available()
-        if not ok:
-            return ok, why
-        return super().availability()  # type: ignore[misc,no-any-return]
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         """Keep the imported program (``onnx.*`` ops as ``torch.operator``)."""

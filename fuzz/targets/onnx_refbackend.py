@@ -23,8 +23,8 @@ from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.compiled import _Artifact, _through_cache
 from fuzz.targets.fx_refbackend import RefBackendTarget
-from fuzz.targets.onnx_export import EXPORTER, onnx_available, onnx_model, variant_of
-from fuzz.targets.onnx_iree import ONNX_IMPORT, entry_as_main
+from fuzz.targets.onnx_export import OnnxLowered, onnx_model
+from fuzz.targets.onnx_iree import entry_as_main
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
@@ -76,42 +76,19 @@ _TEXT_POSITION = re.compile(r'error: "-":\d+:\d+: ')
 
 
 @dataclass(frozen=True)
-class OnnxRefBackendTarget(RefBackendTarget):
+class OnnxRefBackendTarget(OnnxLowered, RefBackendTarget):
     """torch.onnx -> torch-mlir's ONNX importer and conversions -> linalg -> refbackend."""
 
     bags: str = "loop"
-
-    def owner(self, stage: str) -> str:
-        """The export is the exporter's, the import and conversions torch-mlir's ONNX ones."""
-        if stage in ("build", "export"):
-            return EXPORTER
-        if stage == "import":
-            return ONNX_IMPORT
-        return self.backend_owner
-
-    @property
-    def lowering_owner(self) -> str:
-        """The program refbackend ran was lowered by torch-mlir's ONNX conversions."""
-        return ONNX_IMPORT
-
-    @property
-    def import_group(self) -> str:
-        """One ``model.onnx`` per shape mode and bag form, shared by the ONNX targets."""
-        return f"onnx|{self.bags}|{'dynamic' if self.dynamic else 'static'}"
 
     @property
     def program_group(self) -> str:
         """torch-mlir's own ONNX import, apart from ``iree-import-onnx``'s."""
         return f"torch-mlir-import-onnx|{self.import_group}"
 
-    def availability(self) -> tuple[bool, str]:
-        """The exporter's packages, then refbackend's."""
-        ok, why = onnx_available()
-        return (ok, why) if not ok else super().availability()
-
-    def variant(self, config: DLRMConfig) -> str:
-        """The bag form this target exports ``config`` in (``bags.supported``)."""
-        return variant_of(config, self.bags)
+    def import_model(self, model: bytes) -> str:
+        """torch-mlir's ONNX import and conversions, then the linalg lowering."""
+        return _lower_to_linalg(onnx_to_torch(model))
 
     def lowered(self, config: DLRMConfig, seed: int, example: Sequence[np.ndarray],
                 timer: Timer, cache: ArtifactCache | None) -> str:
@@ -129,15 +106,6 @@ class OnnxRefBackendTarget(RefBackendTarget):
         mlir = _through_cache(cache, cache_key("onnx-linalg", digest, versions), to_linalg)
         assert isinstance(mlir, str)
         return mlir
-
-    def lower_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
-                     timer: Timer) -> str:
-        """Any module by the same road (localization's instrumented program)."""
-        from fuzz.targets.onnx_export import export_module
-
-        model = timer.measure("export", lambda: export_module(module, example_args, dynamic_shapes,
-                                                              self.bags))
-        return timer.measure("import", lambda: _lower_to_linalg(onnx_to_torch(model)))
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         """Keep the linalg program refbackend ran."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache
-from fuzz.targets.onnx_export import EXPORTER, onnx_available, onnx_model, variant_of
+from fuzz.targets.onnx_export import OnnxExported, onnx_model
 from fuzz.targets.pipeline import Timer, run_stage
 from fuzz.targets.target import Target
 
@@ -42,7 +42,7 @@ class _Session:
 
 
 @dataclass(frozen=True)
-class OnnxRuntimeTarget(Target):
+class OnnxRuntimeTarget(OnnxExported, Target):
     """torch.onnx -> ``model.onnx`` -> onnxruntime (CPU execution provider)."""
 
     bags: str = "loop"
@@ -64,35 +64,24 @@ class OnnxRuntimeTarget(Target):
         """Needs the exporter's packages and onnxruntime."""
         import importlib.util
 
-        ok, why = onnx_available()
-        if not ok:
-            return ok, why
-        if importlib.util.find_spec("onnxruntime") is None:
+        ok, why = super().availability()
+        if ok and importlib.util.find_spec("onnxruntime") is None:
             return False, "onnxruntime is not installed: pip install -c constraints.txt onnxruntime"
-        return True, ""
+        return ok, why
 
     def owner(self, stage: str) -> str:
         """The export is the exporter's; loading and running the file onnxruntime's."""
-        return EXPORTER if stage in ("build", "export", "import") else ONNXRUNTIME
+        return self.upstream if stage in ("build", "export", "import") else ONNXRUNTIME
 
     @property
     def lowering_owner(self) -> str:
         """onnxruntime runs the exporter's file itself: no lowering between."""
-        return EXPORTER
-
-    @property
-    def import_group(self) -> str:
-        """One ``model.onnx`` per shape mode and bag form, shared by the ONNX targets."""
-        return f"onnx|{self.bags}|{'dynamic' if self.dynamic else 'static'}"
+        return self.upstream
 
     @property
     def program_group(self) -> str:
         """onnxruntime runs the file as it is."""
         return f"onnxruntime|{self.import_group}"
-
-    def variant(self, config: DLRMConfig) -> str:
-        """The bag form this target exports ``config`` in (``bags.supported``)."""
-        return variant_of(config, self.bags)
 
     def leading_inputs(self, config: DLRMConfig, seed: int, timer: Timer) -> list[np.ndarray]:
         """The recipe's leading inputs (weights as inputs), as every compiled target takes them."""

@@ -72,6 +72,12 @@ class TurbineIreeTarget(IreeTarget):
         return "torch-mlir:linalg-on-tensors"
 
     @property
+    def upstream(self) -> str:
+        """The frontend before the lowering (``oracles.blame``: a wrong answer
+        only turbine's targets compute is turbine's)."""
+        return TURBINE
+
+    @property
     def import_group(self) -> str:
         """turbine's own export and import, per shape mode."""
         return f"turbine|{'dynamic' if self.dynamic else 'static'}"
@@ -83,10 +89,14 @@ class TurbineIreeTarget(IreeTarget):
 
     def availability(self) -> tuple[bool, str]:
         """Needs iree-turbine (and its ``decorator`` dependency), then the backend."""
-        try:
-            import iree.turbine.aot  # noqa: F401
-        except Exception as exc:  # ImportError, or a broken dependency of turbine's
-            return False, (f"iree-turbine does not import ({type(exc).__name__}: {exc}): "
+        import importlib.util
+
+        # Found, not imported: importing turbine imports torch, which the
+        # campaign process (where availability is asked) never needs.
+        missing = [name for name in ("iree.turbine", "decorator")
+                   if importlib.util.find_spec(name) is None]
+        if missing:
+            return False, (f"the iree-turbine road needs {' and '.join(missing)}: "
                            f"pip install -c constraints.txt iree-turbine")
         return super().availability()
 
