@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
 __all__ = ["ONNX_IMPORT", "OnnxIreeTarget", "OnnxVulkanTarget", "import_onnx", "entry_as_main",
-           "unconverted_onnx_op", "OnnxRoad"]
+           "unconverted_onnx_op", "OnnxRoad", "run_importer"]
 
 # An ``onnx.*`` op that TorchOnnxToTorch left unconverted, as iree-compile says it.
 _UNCONVERTED = re.compile(r"failed to legalize operation 'torch\.operator'.*name = \"onnx\.")
@@ -59,13 +59,20 @@ def import_onnx(model: bytes) -> str:
     the function renamed ``main`` (``entry_as_main``)."""
     from iree.compiler.tools.import_onnx.__main__ import main, parse_arguments
 
+    return run_importer(model, lambda argv: main(parse_arguments(argv)))
+
+
+def run_importer(model: bytes, tool: Callable[[list[str]], object]) -> str:
+    """An ONNX import tool's ``main`` (``["model.onnx", "-o", "model.mlir"]``)
+    on ``model`` in a temporary folder, as the import stage; its output with
+    the function renamed ``main``."""
     with tempfile.TemporaryDirectory(prefix="dlrm-fuzz-onnx-") as folder:
         source, out = os.path.join(folder, "model.onnx"), os.path.join(folder, "model.mlir")
         with open(source, "wb") as f:
             f.write(model)
 
         def run() -> str:
-            main(parse_arguments([source, "-o", out]))
+            tool([source, "-o", out])
             with open(out) as f:
                 return entry_as_main(f.read())
 

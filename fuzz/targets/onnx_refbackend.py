@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -24,7 +22,7 @@ from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.compiled import _Artifact, _through_cache
 from fuzz.targets.fx_refbackend import RefBackendTarget
 from fuzz.targets.onnx_export import OnnxLowered, onnx_model
-from fuzz.targets.onnx_iree import entry_as_main
+from fuzz.targets.onnx_iree import run_importer
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
@@ -45,17 +43,7 @@ def onnx_to_torch(model: bytes) -> str:
     from torch_mlir.passmanager import PassManager
     from torch_mlir.tools.import_onnx.__main__ import main, parse_arguments
 
-    with tempfile.TemporaryDirectory(prefix="dlrm-fuzz-onnx-") as folder:
-        source, out = os.path.join(folder, "model.onnx"), os.path.join(folder, "model.mlir")
-        with open(source, "wb") as f:
-            f.write(model)
-
-        def imported() -> str:
-            main(parse_arguments([source, "-o", out]))
-            with open(out) as f:
-                return entry_as_main(f.read())
-
-        text = run_stage("import", imported)
+    text = run_importer(model, lambda argv: main(parse_arguments(argv)))
     context = ir.Context()
     torch_dialect.register_dialect(context)
     with context:

@@ -73,12 +73,7 @@ vmfb = attempt('compile', lambda: ireec.compile_str(mlir, target_backends=[BACKE
 # @end: iree
 # @if: runs
 # @if: iree
-try:
-    ctx = rt.SystemContext(config=rt.Config(DRIVER))
-except Exception as exc:
-    print(f'cannot run: no usable {DRIVER} device: {exc}')
-    sys.exit(2)
-attempt('run', lambda: ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb)))
+from .iree_load import ctx  # @include
 # @end: iree
 # @if: static
 BATCHES = [b for b in BATCHES if [a.shape for a in b] == [a.shape for a in BATCHES[0]]]
@@ -111,20 +106,4 @@ if bad:
 # @end: judges
 # @end: runs
 # @end: compiles
-#| The end: a wrong answer's verdict, or the stage a failure form stopped
-#| after, passed. (The exits come last: mypy reads no further than an exit.)
-# @if: stops_after_import
-print(f'{STAGE} passed: fixed')
-# @end: stops_after_import
-# @if: stops_after_compile
-print('compile passed: fixed')
-# @end: stops_after_compile
-# @if: fails_at_run
-print('run passed: fixed')
-# @end: fails_at_run
-# @if: judges
-sys.exit(int(bad > 0))
-# @end: judges
-# @if: fails
-sys.exit(0)
-# @end: fails
+from .ending import *  # @include

@@ -66,12 +66,7 @@ NAMES = [i.name for i in session.get_inputs()]
 # @end: onnxruntime
 # @if: runs
 # @if: iree
-try:
-    ctx = rt.SystemContext(config=rt.Config(DRIVER))
-except Exception as exc:
-    print(f'cannot run: no usable {DRIVER} device: {exc}')
-    sys.exit(2)
-attempt('run', lambda: ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb)))
+from .iree_load import ctx  # @include
 # @end: iree
 def call(inputs):
     '''The compiled program (or onnxruntime's session) on one batch.'''
@@ -101,19 +96,4 @@ if bad:
 # @end: judges
 # @end: runs
 # @end: compiles
-#| The end, as in the model form (mypy reads no further than an exit).
-# @if: stops_after_import
-print(f'{STAGE} passed: fixed')
-# @end: stops_after_import
-# @if: stops_after_compile
-print('compile passed: fixed')
-# @end: stops_after_compile
-# @if: fails_at_run
-print('run passed: fixed')
-# @end: fails_at_run
-# @if: judges
-sys.exit(int(bad > 0))
-# @end: judges
-# @if: fails
-sys.exit(0)
-# @end: fails
+from .ending import *  # @include
