@@ -25,6 +25,24 @@ The rules (pure functions over what the engine observed; no engine imports):
   wrong numbers, is the lowering's (``torch-mlir:linalg-on-tensors`` when
   refbackend and IREE agree). A wrong answer on one backend only is that
   backend's. Different wrong numbers are different bugs, even on one lowering.
+
+Across roads (README "Roads into IREE"), with each target's ``upstream``: the
+frontend that made what its lowering consumed (``torch.onnx`` for the ONNX
+targets, ``torch.onnx[loop-free]`` for their loop-free bag variant,
+``iree-turbine`` for turbine's), None on the FX road:
+
+- A wrong answer computed alike by an executor of the exported file itself
+  (onnxruntime: its ``lowering_owner`` is its ``upstream``) and by a target
+  that lowered that file (the ONNX targets of IREE or torch-mlir) is the
+  exporter's (``torch.onnx``): two independent executors agreeing on a wrong
+  number read it from the file. onnxruntime right and the ONNX targets wrong
+  alike falls to the rule above: ``torch-mlir:onnx``, their shared lowering.
+  A loop-free variant's findings name the variant (``torch.onnx[loop-free]``),
+  never the exporter of the model as written.
+- A wrong answer only a frontend's own targets compute (``FRONTEND_ALONE``:
+  iree-turbine, whose program IREE's torch input compiles as it compiles
+  ``iree-torch``'s) is that frontend's: the FX road, same backend, got it
+  right or computed other numbers.
 """
 
 from __future__ import annotations
@@ -39,13 +57,16 @@ from oracles.signature import bucket_for, error_key, mismatch_key
 from oracles.verdict import Outcome, Verdict
 
 __all__ = ["Observation", "Blamed", "blame", "same_wrong_answer", "TORCH_PREFIX",
-           "IREE_SHARED"]
+           "IREE_SHARED", "FRONTEND_ALONE"]
 
 # The owners of IREE's backend-independent parts, by the stage that failed.
 IREE_SHARED = {Stage.COMPILE: "iree:compiler", Stage.RUN: "iree:runtime"}
 
 # The owner of torch-mlir's shared lowering prefix (FX import + torch backend contract).
 TORCH_PREFIX = "torch-mlir:torch"
+
+# Frontends whose targets' wrong answers, seen on no other road, are their own.
+FRONTEND_ALONE = frozenset({"iree-turbine"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,7 @@ class Observation:
     lowering_owner: str  # who lowered the program this target's backend consumed
     culprit: str | None = None  # MISMATCH only: what localization named
     cluster: int = 0  # MISMATCH only: targets with the same wrong numbers share it
+    upstream: str | None = None  # the frontend before the lowering (None: the FX road)
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,7 @@ def blame(observations: list[Observation]) -> list[Blamed]:
         if o.owner.startswith("iree:") and o.outcome.stage in IREE_SHARED \
                 and o.outcome.verdict is not Verdict.MISMATCH:
             iree_owners.setdefault(_iree_site(o), set()).add(o.owner)
+    across_roads = _road_owners(observations)
     blamed = []
     for o in observations:
         verdict, owner = o.outcome.verdict, o.owner
@@ -112,7 +135,9 @@ def blame(observations: list[Observation]) -> list[Blamed]:
                                                 normalize_error(o.outcome.error)) in lowering_errors:
             owner = TORCH_PREFIX
         if verdict is Verdict.MISMATCH:
-            if len(backends_per_cluster[(o.lowering_owner, o.culprit, o.cluster)]) > 1:
+            if (o.culprit, o.cluster) in across_roads:
+                owner = across_roads[(o.culprit, o.cluster)]
+            elif len(backends_per_cluster[(o.lowering_owner, o.culprit, o.cluster)]) > 1:
                 owner = o.lowering_owner
             key = mismatch_key(owner, o.culprit or "unlocalized")
         else:
@@ -129,3 +154,23 @@ def blame(observations: list[Observation]) -> list[Blamed]:
             key = error_key(verdict, owner, o.outcome.op, o.outcome.error)
         blamed.append(Blamed(o.outcome.target, verdict, owner, key, bucket_for(verdict, key)))
     return blamed
+
+
+def _road_owners(observations: list[Observation]) -> dict[tuple[str | None, int], str]:
+    """The wrong-answer clusters blamed on a frontend: (culprit, cluster) -> owner."""
+    members: dict[tuple[str | None, int], list[Observation]] = {}
+    for o in observations:
+        if o.outcome.verdict is Verdict.MISMATCH:
+            members.setdefault((o.culprit, o.cluster), []).append(o)
+    owners: dict[tuple[str | None, int], str] = {}
+    for cluster, seen in members.items():
+        upstreams = {o.upstream for o in seen}
+        if len(upstreams) != 1 or None in upstreams:
+            continue  # the FX road among them, or two frontends: the rules above
+        upstream = seen[0].upstream
+        assert upstream is not None
+        runs_the_file = any(o.lowering_owner == upstream for o in seen)
+        lowered_it = any(o.lowering_owner != upstream for o in seen)
+        if (runs_the_file and lowered_it) or upstream in FRONTEND_ALONE:
+            owners[cluster] = upstream
+    return owners

@@ -25,8 +25,8 @@ from tests.test_repro import (INT32, VULKAN_EMPTY, WEIGHTED, empty_table_sample,
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "fuzz" / "reports" / "repro" / TEMPLATES
-FORMS = ("single_op", "op_failure", "model")
-PARTS = ("prelude", "attempt", "vulkan_host")
+FORMS = ("single_op", "op_failure", "model", "road")
+PARTS = ("prelude", "attempt", "vulkan_host", "model_program", "judge", "ending", "iree_load")
 
 
 def test_the_templates_are_the_forms_and_their_parts() -> None:
@@ -58,7 +58,7 @@ def test_the_templates_type_check(tmp_path: Path) -> None:
     (copy.parent / "__init__.py").write_text("")
     for path in FOLDER.glob("*.py"):
         (copy / path.name).write_text(path.read_text())
-    judged = "    bad += int(off.any())\n"
+    judged = "    bad += judged(b, got, inputs)\n"
     model = (copy / "model.py").read_text()
     assert model.count(judged) == 1
     (copy / "model.py").write_text(model.replace(judged, judged + "    bad = bad + 'a wrong answer'\n"))

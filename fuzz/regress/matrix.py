@@ -194,6 +194,13 @@ def matrix_markdown(matrix: Matrix) -> str:
         out.append(f"| {feature} | " + " | ".join(show(row.get(t, '-')) if t in row else "-"
                                                     for t in matrix.targets) + " |")
     out.append("")
+    # The columns of the other roads into IREE say which road they take
+    # (README "Roads into IREE"); the FX road's need no legend.
+    from fuzz.targets.catalog import ROAD_TARGETS, TARGETS
+
+    for name in matrix.targets:
+        if name in ROAD_TARGETS:
+            out.append(f"- `{name}`: {TARGETS[name].description}")
     for bucket, label in labels.items():
         out.append(f"- {label} `{bucket}`: {matrix.buckets.get(bucket, '')}")
     return "\n".join(out) + "\n"

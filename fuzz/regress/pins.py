@@ -20,8 +20,13 @@ __all__ = ["PINNED", "ToolchainError", "canonical_name", "split_pin", "is_pin", 
 # step; a copy here because an installed wheel carries no constraints file).
 # Packages a Toolchain does not name keep these versions.
 PINNED: tuple[str, ...] = (
+    "decorator==5.3.1",
     "iree-base-compiler==3.13.0",
     "iree-base-runtime==3.13.0",
+    "iree-turbine==3.9.0",
+    "onnx==1.23.1",
+    "onnxruntime==1.30.0",
+    "onnxscript==0.7.2",
     "torch==2.13.0",
     "torch-mlir==20261001",
 )

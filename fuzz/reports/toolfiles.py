@@ -178,7 +178,13 @@ def _kind(entry: CorpusEntry) -> str:
 
 # -- writing ---------------------------------------------------------------
 def _write(folder: Path, entry: CorpusEntry, target: IreeTarget) -> ToolFiles:
+    from fuzz.targets.onnx_iree import OnnxRoad
+
     kind = _kind(entry)
+    if kind == "lower" and isinstance(target, OnnxRoad):
+        # The ONNX road's conversions run inside iree-compile: its "import"
+        # failure shows compiling the iree-import-onnx program (README "Roads into IREE").
+        kind = "compile"
     if not kind:
         return ToolFiles("", target.name, (), (), f"stage={entry.stage}: the failure happens "
                          f"before torch-mlir (PyTorch's export); no MLIR tool reproduces it")

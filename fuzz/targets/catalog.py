@@ -25,10 +25,15 @@ from fuzz.targets.compiled import CompiledTarget
 from fuzz.targets.fakes import FakeTarget, FakeWrongOpTarget
 from fuzz.targets.fx_iree import IreeTarget, VulkanTarget
 from fuzz.targets.fx_refbackend import RefBackendTarget
+from fuzz.targets.onnx_iree import OnnxIreeTarget, OnnxVulkanTarget
+from fuzz.targets.onnx_refbackend import OnnxRefBackendTarget
+from fuzz.targets.onnx_runtime import OnnxRuntimeTarget
+from fuzz.targets.turbine_iree import TurbineIreeTarget
 from fuzz.targets.target import EagerTarget, Target, UnavailableTarget, UnknownTarget
 
 __all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarget", "RefBackendTarget",
-           "FakeTarget", "FakeWrongOpTarget", "TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
+           "FakeTarget", "FakeWrongOpTarget", "TurbineIreeTarget", "OnnxIreeTarget",
+           "OnnxVulkanTarget", "OnnxRefBackendTarget", "OnnxRuntimeTarget", "TARGETS", "BY_NAME_ONLY", "ROAD_TARGETS", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
            "resolve_targets", "available_targets", "REFERENCE", "EAGER"]
 
 _CPU = ("--iree-llvmcpu-target-cpu=host",)
@@ -58,7 +63,42 @@ _STATIC: tuple[CompiledTarget, ...] = (
                backend="cuda", driver="cuda"),
     IreeTarget("iree-hip", "linalg-on-tensors -> IREE rocm -> hip (AMD GPU, gfx942)",
                backend="rocm", driver="hip", flags=("--iree-hip-target=gfx942",)),
+    # The other roads into IREE (README "Roads into IREE"): iree-turbine, and
+    # ONNX (torch.onnx.export -> model.onnx) into IREE, into torch-mlir alone,
+    # and onnxruntime on the same file. Each ONNX target also exists as
+    # "<name>-loopfree": bags exported as gather + segment sum instead of the
+    # onnx.Loop that blocks the road (fuzz.targets.bags).
+    TurbineIreeTarget("turbine-iree-cpu", "road iree-turbine: iree.turbine.aot.export -> IREE "
+                      "llvm-cpu (torch input) -> local-task", backend="llvm-cpu",
+                      driver="local-task", flags=("--iree-input-type=torch", *_CPU)),
+    # The loop-free rows first: a wrong answer's witness (fuzz.engine.witnesses)
+    # is the first other backend of its lowering in this table, and the plain
+    # ONNX programs stop at their onnx.Loop.
+    *(made for bags, suffix, note in (("loop-free", "-loopfree", ", bags loop-free"),
+                                      ("loop", "", ""))
+      for made in (
+          OnnxIreeTarget(f"onnx-iree-cpu{suffix}", f"road ONNX: torch.onnx.export{note} -> "
+                         f"iree-import-onnx -> IREE llvm-cpu -> local-task",
+                         backend="llvm-cpu", driver="local-task", flags=_CPU, bags=bags),
+          OnnxIreeTarget(f"onnx-iree-vmvx{suffix}", f"road ONNX: torch.onnx.export{note} -> "
+                         f"iree-import-onnx -> IREE vmvx -> local-task",
+                         backend="vmvx", driver="local-task", bags=bags),
+          OnnxVulkanTarget(f"onnx-iree-vulkan{suffix}", f"road ONNX: torch.onnx.export{note} -> "
+                           f"iree-import-onnx -> IREE vulkan-spirv -> vulkan (GPU, or lavapipe)",
+                           bags=bags),
+          OnnxRefBackendTarget(f"onnx-refbackend{suffix}", f"road ONNX: torch.onnx.export{note} "
+                               f"-> torch-mlir ONNX importer -> linalg -> torch-mlir refbackend",
+                               bags=bags),
+      )),
 )
+
+
+# onnxruntime is no compiled target (no MLIR): its own rows, same two forms.
+_PEERS = tuple(OnnxRuntimeTarget(f"onnxruntime{suffix}", f"road ONNX: torch.onnx.export{note} -> "
+                                 f"onnxruntime (CPU execution provider): the exporter's witness",
+                                 bags=bags)
+               for bags, suffix, note in (("loop", "", ""),
+                                          ("loop-free", "-loopfree", ", bags loop-free")))
 
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
@@ -66,7 +106,20 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     EagerTarget("eager", "eager PyTorch in float32: the baseline precision"),
     *_STATIC,
     *(t.dynamic_variant() for t in _STATIC),
+    *_PEERS,
+    *(t.dynamic_variant() for t in _PEERS),
 )}
+
+
+# Targets a default campaign leaves out (run them with --targets): the other
+# roads cost 2-4 s of export per sample each, so the default set takes one
+# representative per road and owner (README "Roads into IREE": what each
+# adds, and the samples a campaign checks with and without them).
+ROAD_TARGETS: frozenset[str] = frozenset(
+    name for name in TARGETS if name.startswith(("turbine-", "onnx-", "onnxruntime")))
+_DEFAULT_ROADS = frozenset({"turbine-iree-cpu", "onnxruntime-loopfree-dyn",
+                            "onnx-iree-cpu-loopfree-dyn", "onnx-iree-cpu"})
+BY_NAME_ONLY: frozenset[str] = ROAD_TARGETS - _DEFAULT_ROADS
 
 
 # Engine-test targets: never in a default run, only when named.
@@ -99,9 +152,10 @@ _REFERENCES = (REFERENCE, EAGER)
 
 
 def available_targets(table: dict[str, Target]) -> list[str]:
-    """The default campaign: every compiled target that can run here."""
+    """The default campaign: every compiled target that can run here, less
+    the roads' targets kept for ``--targets`` (``BY_NAME_ONLY``)."""
     return [name for name, target in table.items()
-            if name not in _REFERENCES and target.availability()[0]]
+            if name not in _REFERENCES and name not in BY_NAME_ONLY and target.availability()[0]]
 
 
 def resolve_targets(names: Sequence[str], table: dict[str, Target] | None = None,

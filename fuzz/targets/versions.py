@@ -22,7 +22,10 @@ from pathlib import Path
 
 __all__ = ["tool_versions", "build_identity", "recorded_versions", "TOOLS"]
 
-TOOLS = ("torch", "torch-mlir", "iree-base-compiler", "iree-base-runtime", "hypothesis", "numpy")
+# The other roads into IREE add their exporter, executor and frontend: a
+# finding on the ONNX or turbine road is only meaningful with their versions.
+TOOLS = ("torch", "torch-mlir", "iree-base-compiler", "iree-base-runtime", "hypothesis", "numpy",
+         "onnx", "onnxscript", "onnxruntime", "iree-turbine")
 
 
 @functools.lru_cache(maxsize=1)

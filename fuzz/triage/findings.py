@@ -92,6 +92,12 @@ def stage_owner(target: Target, result: TargetResult, outcome: Outcome) -> str:
     return target.owner(outcome.stage)
 
 
+def _upstream(target: Target) -> str | None:
+    """The frontend before ``target``'s lowering on the other roads (None: the FX road)."""
+    upstream = getattr(target, "upstream", None)
+    return upstream if isinstance(upstream, str) else None
+
+
 def culprit_of(localization: object) -> str | None:
     """A localization's culprit as an ``op:`` bucket key part, or None when not
     found (or when the localization job itself was lost: a failed TargetResult)."""
@@ -153,7 +159,8 @@ class Triage:
         observations = [Observation(outcomes[name], stage_owner(targets[name], results[name],
                                                                 outcomes[name]),
                                     targets[name].lowering_owner,
-                                    culprits.get(clusters.get(name, -1)), clusters.get(name, 0))
+                                    culprits.get(clusters.get(name, -1)), clusters.get(name, 0),
+                                    _upstream(targets[name]))
                         for name in failing]
         grouped: dict[str, list[tuple[str, Any]]] = {}
         for name, blamed in zip(failing, blame(observations)):
@@ -182,7 +189,11 @@ class Triage:
             if outcomes[name].verdict is not Verdict.MISMATCH:
                 continue
             for i, head in enumerate(heads):
-                if targets[head].lowering_owner == targets[name].lowering_owner and \
+                # One lowering, or (the other roads) one frontend's file:
+                # onnxruntime beside the ONNX targets that lowered it (oracles.blame).
+                upstream = _upstream(targets[head])
+                if (targets[head].lowering_owner == targets[name].lowering_owner
+                        or upstream is not None and upstream == _upstream(targets[name])) and \
                         same_wrong_answer(results[head].outputs, results[name].outputs):
                     clusters[name] = i
                     break

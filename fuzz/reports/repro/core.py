@@ -31,7 +31,9 @@ ALLOWED_IMPORTS = frozenset({"torch", "torch_mlir", "iree.compiler", "iree.runti
                              # the refbackend runtime beside a refbackend repro
                              "__future__", "torch_mlir.execution_engine", "torch_mlir.ir",
                              "torch_mlir.passmanager", "torch_mlir._mlir_libs._torchMlir", "ctypes",
-                             "functools", "threading", "dataclasses", "typing"})
+                             "functools", "threading", "dataclasses", "typing",
+                             # the other roads' own packages (the road form)
+                             "onnxruntime", "iree.turbine", "iree.compiler.tools.import_onnx.__main__"})
 
 
 # IREE targets to reproduce a refbackend finding on, most familiar first.

@@ -27,14 +27,29 @@ from fuzz.targets.pipeline import Timer
 
 def _model_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes]:
     """The exported ATen graph as a plain function, its state in params.npz."""
+    exported = _export(entry, target)
+    files = _program_files(entry, target, exported)
+    bf16 = _bf16_state(exported)
+    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
+                                      bf16)
+    return files
+
+
+def _bf16_state(exported: Any) -> list[str]:
+    """The state stored as float32 in params.npz that the model holds in bfloat16."""
+    return sorted(k for k, v in _state(exported).items() if str(v.dtype) == "torch.bfloat16")
+
+
+def _program_files(entry: CorpusEntry, target: CompiledTarget,
+                   exported: Any) -> dict[str, str | bytes]:
+    """What ``model_program.py`` loads: params.npz, inputs.npz, weights.npz."""
     import io
 
-    exported = _export(entry, target)
     state = _state(exported)
     buffer = io.BytesIO()
     # numpy has no bfloat16: such state is stored as float32 (exact) and the
     # script converts it back.
-    bf16 = sorted(k for k, v in state.items() if str(v.dtype) == "torch.bfloat16")
+    bf16 = _bf16_state(exported)
     np.savez(buffer, **{k: (v.float() if k in bf16 else v).detach().contiguous().numpy()
                         for k, v in state.items()})
     files: dict[str, str | bytes] = {"params.npz": buffer.getvalue(),
@@ -46,8 +61,6 @@ def _model_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | 
         arrays: dict[str, Any] = {f"w{i}": a for i, a in enumerate(lead)}
         np.savez(weights, **arrays)
         files["weights.npz"] = weights.getvalue()
-    files["repro.py"] = _model_script(entry, target, _graph_code(exported), _user_inputs(exported),
-                                      bf16)
     return files
 
 
@@ -55,6 +68,13 @@ def _model_script(entry: CorpusEntry, target: CompiledTarget, graph: list[str], 
                   bf16: Sequence[str] = ()) -> str:
     """``templates/model.py`` filled: the stages the verdict needs, on the
     target's backend, with the case's layout, weights and shape mode."""
+    return fill("model", _model_slots(entry, target, graph, inputs, bf16))
+
+
+def _model_slots(entry: CorpusEntry, target: CompiledTarget, graph: list[str], inputs: list[str],
+                 bf16: Sequence[str] = ()) -> dict[str, object]:
+    """The model form's slots (``templates/model.py`` and its part
+    ``model_program.py``, which the road form shares)."""
     config = entry.sample.config
     stage = Stage.parse(str(entry.stage))
     error = entry.verdict is not Verdict.MISMATCH
@@ -87,7 +107,7 @@ def _model_script(entry: CorpusEntry, target: CompiledTarget, graph: list[str], 
         slots[layout] = config.input_layout == layout
     scale = 0.0 if error else Tolerance().for_precision(config.dtype, entry.sample.reduction_length()).scale
     slots.update(scale=scale, scaled=bool(scale), unscaled=not scale)
-    return fill("model", slots)
+    return slots
 
 
 def _supervisor_slots(entry: CorpusEntry) -> dict[str, object]:

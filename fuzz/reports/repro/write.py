@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any, Callable
 
 from fuzz.reports.repro.core import (
     Repro,
@@ -20,6 +21,7 @@ from fuzz.reports.repro.core import (
 from fuzz.reports.repro.export_error import _export_error_files
 from fuzz.reports.repro.lowering import _lowering_error_files
 from fuzz.reports.repro.model import _model_files
+from fuzz.reports.repro.road import _road_files, road_target
 from fuzz.reports.repro.script import RUNTIME_FILE, _refbackend_runtime
 from fuzz.reports.repro.single_op import _single_op_files
 from fuzz.store.corpus import CorpusEntry
@@ -68,6 +70,11 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         raise ValueError(f"folder={str(folder)!r}: not a folder; pass the entry's corpus folder")
     if timeout_s <= 0:
         raise ValueError(f"timeout_s={timeout_s}: must be > 0")
+    road = road_target(entry, table)
+    if road is not None:  # the other roads into IREE: their own packages, one form
+        written = _attempt(folder, entry, road, "road", check, timeout_s)
+        assert written is not None
+        return written
     target = repro_target(entry, table)
     tried = ""
     if entry.verdict is Verdict.EXPORT_ERROR:
@@ -97,11 +104,13 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
     return model
 
 
-def _attempt(folder: Path, entry: CorpusEntry, target: CompiledTarget, kind: str, check: bool,
+def _attempt(folder: Path, entry: CorpusEntry, target: Target, kind: str, check: bool,
              timeout_s: float) -> Repro | None:
+    forms: dict[str, Callable[[CorpusEntry, Any], dict[str, str | bytes] | None]] = {
+        "single-op": _single_op_files, "export": _export_error_files,
+        "lowering": _lowering_error_files, "model": _model_files, "road": _road_files}
     try:
-        files = {"single-op": _single_op_files, "export": _export_error_files,
-                 "lowering": _lowering_error_files, "model": _model_files}[kind](entry, target)
+        files = forms[kind](entry, target)
     except _ToolchainFailed as failed:
         return Repro(kind, target.name, 0, f"cannot run: {failed}", None, "")
     if files is None:
