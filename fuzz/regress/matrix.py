@@ -32,6 +32,7 @@ from fuzz.triage.edits import config_with
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import Target
 from fuzz.targets.versions import recorded_versions
+from fuzz.targets.catalog import ROAD_TARGETS, TARGETS
 
 __all__ = ["FEATURES", "feature_rows", "Matrix", "feature_sample", "rows_in_focus",
            "build_matrix", "matrix_markdown", "compare_matrices"]
@@ -196,7 +197,6 @@ def matrix_markdown(matrix: Matrix) -> str:
     out.append("")
     # The columns of the other roads into IREE say which road they take
     # (README "Roads into IREE"); the FX road's need no legend.
-    from fuzz.targets.catalog import ROAD_TARGETS, TARGETS
 
     for name in matrix.targets:
         if name in ROAD_TARGETS:

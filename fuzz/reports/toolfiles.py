@@ -43,6 +43,7 @@ from oracles.results import Stage
 from oracles.verdict import Verdict
 from fuzz.targets.devices import ensure_runtime_environment
 from fuzz.targets import pipeline
+from fuzz.targets.onnx_iree import OnnxRoad
 
 __all__ = ["ToolFiles", "write_tool_files", "run_tool_commands", "lowering_pipeline",
            "tool_dir", "PROGRAM", "LOWERING_INPUT", "COMPILE_FLAGS", "RUN_FLAGS", "EXPECTED"]
@@ -178,7 +179,6 @@ def _kind(entry: CorpusEntry) -> str:
 
 # -- writing ---------------------------------------------------------------
 def _write(folder: Path, entry: CorpusEntry, target: IreeTarget) -> ToolFiles:
-    from fuzz.targets.onnx_iree import OnnxRoad
 
     kind = _kind(entry)
     if kind == "lower" and isinstance(target, OnnxRoad):

@@ -22,6 +22,8 @@ from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
+from fuzz.targets import bags as forms
+from fuzz.targets.compiled import _through_cache
 
 __all__ = ["EXPORTER", "ONNX_IMPORT", "OnnxExported", "OnnxLowered", "exporter_of", "onnx_model", "export_module", "variant_of", "onnx_available"]
 
@@ -37,7 +39,6 @@ def exporter_of(bags: str) -> str:
     """Who made a target's ``model.onnx``: the exporter, or for the loop-free
     variant the exporter of our rewritten bags (``torch.onnx[loop-free]``): a
     fault only the variant shows is not the exporter's on the model as written."""
-    from fuzz.targets import bags as forms
 
     return EXPORTER if bags == forms.LOOP else f"{EXPORTER}[{bags}]"
 
@@ -57,7 +58,6 @@ def variant_of(config: DLRMConfig, bags: str) -> str:
     """The bag form the export of ``config`` actually takes for a target asking
     for ``bags``: the loop-free one falls back to the plain form where it
     cannot express the config (``bags.supported``)."""
-    from fuzz.targets import bags as forms
 
     if bags == forms.LOOP_FREE and not forms.supported(config)[0]:
         return forms.LOOP
@@ -70,7 +70,6 @@ def export_module(module: Any, args: tuple[Any, ...], dynamic_shapes: Any,
     ``model.onnx``; an exporter failure is an export-stage ``StageFailure``."""
     import torch
 
-    from fuzz.targets import bags as forms
 
     if bags == forms.LOOP_FREE:
         module = forms.loop_free(module)
@@ -95,7 +94,6 @@ def onnx_model(config: DLRMConfig, seed: int, dynamic: bool, example: Sequence[n
     """The sample's ``model.onnx`` (the recipe's program, ``bags`` form), cached."""
     from fuzz.model.recipe import recipe
     from fuzz.model.weights import weights_as_inputs
-    from fuzz.targets.compiled import _through_cache
 
     form = variant_of(config, bags)
     shapes = "dynamic" if dynamic else [list(a.shape) for a in example]

@@ -25,6 +25,7 @@ from fuzz.targets.onnx_export import OnnxLowered, onnx_model
 from fuzz.targets.onnx_iree import run_importer
 from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
+from fuzz.targets import pipeline
 
 __all__ = ["OnnxRefBackendTarget", "onnx_to_torch", "ONNX_TO_TORCH_PIPELINE"]
 
@@ -103,7 +104,6 @@ class OnnxRefBackendTarget(OnnxLowered, RefBackendTarget):
 def _lower_to_linalg(torch_ir: str) -> str:
     """Torch Backend IR to linalg-on-tensors: the FX road's own lowering, so a
     failure there is ``torch-mlir:linalg-on-tensors``'s, not the ONNX conversions'."""
-    from fuzz.targets import pipeline
 
     try:
         return pipeline.lower_torch(torch_ir, "linalg-on-tensors")

@@ -20,6 +20,7 @@ from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.onnx_export import OnnxExported, onnx_model
 from fuzz.targets.pipeline import Timer, run_stage
 from fuzz.targets.target import Target
+from fuzz.targets.onnx_export import export_module
 
 __all__ = ["OnnxRuntimeTarget", "ONNXRUNTIME", "unsupported_reason"]
 
@@ -101,7 +102,6 @@ class OnnxRuntimeTarget(OnnxExported, Target):
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:
         """Any module by the same road (localization's instrumented program)."""
-        from fuzz.targets.onnx_export import export_module
 
         model = timer.measure("export", lambda: export_module(module, example_args, dynamic_shapes,
                                                               self.bags))

@@ -27,6 +27,9 @@ from fuzz.targets.onnx_runtime import OnnxRuntimeTarget
 from fuzz.targets.turbine_iree import TurbineIreeTarget
 from oracles.results import Stage
 from oracles.verdict import Verdict
+from fuzz.targets import bags
+from fuzz.targets.onnx_export import onnx_model
+from fuzz.targets.pipeline import StageFailure, Timer
 
 __all__ = ["road_target", "road_of"]
 
@@ -59,7 +62,6 @@ def _road_export(entry: CorpusEntry, target: Any) -> Any:
     import torch
 
     from fuzz.model.recipe import recipe
-    from fuzz.targets import bags
 
     sample = entry.sample
     module, args, spec = recipe(sample.config, sample.seed, target.dynamic, sample.batches[0].flat())
@@ -133,8 +135,6 @@ def _road_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
 
 def _tool_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
     """The fuzzer's model.onnx and the command-line tools that run it."""
-    from fuzz.targets.onnx_export import onnx_model
-    from fuzz.targets.pipeline import StageFailure, Timer
 
     sample = entry.sample
     try:
