@@ -275,14 +275,13 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
     assert record.record["stopped"] == "fixpoint"
 
 
+@pytest.mark.engine
 def test_buckets_stored_from_one_sample_each_hold_their_own_targets_key(tmp_path: Path) -> None:
     """One sample is often stored in several buckets, one per target: each
     bucket's shrink holds the key its own target gives (a key remembered by
     the sample's content alone gave the second bucket the first one's key,
     and none of its steps could be accepted)."""
     import shutil
-
-    from fuzz.engine.records import Observed  # noqa: F401  (the records the campaign keeps)
 
     campaign = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=tmp_path / "corpus",
                                         workers=1))
