@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzz.targets.catalog import BY_NAME_ONLY, ROAD_TARGETS, TARGETS, resolve_targets
+from fuzz.targets.catalog import (BY_NAME_ONLY, DEFAULT_ROAD_CANDIDATES, ROAD_TARGETS, TARGETS,
+                                  resolve_targets)
 from oracles import Verdict, judge
 
 STATIC_ROADS = ("turbine-iree-cpu", "onnx-iree-cpu", "onnx-iree-vmvx", "onnx-iree-vulkan",
@@ -62,11 +63,13 @@ def test_onnx_targets_share_one_export_per_shape_mode_and_form() -> None:
     assert TARGETS["onnx-iree-cpu"].compile_group != TARGETS["onnx-iree-vmvx"].compile_group
 
 
-def test_default_campaign_takes_a_few_road_targets_the_rest_by_name() -> None:
+def test_road_targets_run_by_name_until_measured_for_the_default() -> None:
+    """Until their cost and their failures are measured (README "Roads into
+    IREE"), the default campaign is the FX road's; every road target, the
+    candidates for the default included, can be named."""
     default = set(TARGETS) - BY_NAME_ONLY  # available_targets then drops what cannot run here
-    roads = default & ROAD_TARGETS
-    assert roads and len(roads) <= 4, roads
-    # Every road target can be named.
+    assert not default & ROAD_TARGETS
+    assert DEFAULT_ROAD_CANDIDATES <= ROAD_TARGETS and len(DEFAULT_ROAD_CANDIDATES) == 4
     assert resolve_targets(sorted(BY_NAME_ONLY))
 
 
