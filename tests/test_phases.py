@@ -560,6 +560,7 @@ def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_re
         assert record.record == {"skipped": "budget spent"}
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("replayed", [Observed.MOVED, Observed.STILL_FAILING])
 def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_replays_in_its_bucket(
         tmp_path: Path, replayed: Observed) -> None:

@@ -121,7 +121,7 @@ def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path
         def __init__(self) -> None:
             self.jobs: list = []  # type: ignore[type-arg]
 
-        def submit(self, job, after=None) -> int:  # type: ignore[no-untyped-def]
+        def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
             self.jobs.append(job)
             return len(self.jobs) - 1
 

@@ -46,6 +46,7 @@ def _mypy(package: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                            "-p", package], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.engine  # runs mypy in a subprocess
 def test_the_templates_type_check(tmp_path: Path) -> None:
     """mypy reads the templates as the package's own code (pyproject's
     ``packages = ["fuzz", ...]`` takes them in as a namespace package), and
