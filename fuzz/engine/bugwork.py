@@ -29,10 +29,8 @@ from fuzz.workers.interface import HarnessFault, Pool
 from oracles import Verdict
 from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
 from fuzz.model.sample import Sample
-from fuzz.reports.bugreport import BugReportJob
-from fuzz.reports.bugreport import file_bug_report
-from fuzz.triage.edits import sample_size
-from fuzz.triage.edits import content_hash, size_key
+from fuzz.reports.bugreport import BugReportJob, file_bug_report
+from fuzz.triage.edits import content_hash, sample_size, size_key
 from fuzz.triage.shrink import StepRejected, shrink
 
 __all__ = ["BugWork"]
@@ -347,13 +345,14 @@ class BugWork:
             return self._references_ok[digest]
 
         def same_bucket(candidate: Sample) -> bool:
-            if memo(candidate) not in keys:
+            seen = memo(candidate)  # hashed once: a candidate's arrays can be large
+            if seen not in keys:
                 try:
-                    keys[memo(candidate)] = triage.solo_key(target, candidate, method) \
+                    keys[seen] = triage.solo_key(target, candidate, method) \
                         if not is_error else triage.solo_error_key(target, candidate)
                 except CandidateRejected as rejected:
-                    keys[memo(candidate)] = rejected
-            key = keys[memo(candidate)]
+                    keys[seen] = rejected
+            key = keys[seen]
             if isinstance(key, CandidateRejected):
                 raise key
             # An error needs only the target's own job, and the references
@@ -365,12 +364,14 @@ class BugWork:
             earlier turn judged from its key); only the first that keeps the
             error is checked against the references (the reducer takes the
             first that holds)."""
-            new = [c for c in candidates if memo(c) not in keys]
-            fresh = dict(zip((memo(c) for c in new), triage.solo_error_keys(target, new))) if new else {}
+            seen = [memo(c) for c in candidates]  # hashed once each
+            new = [(m, c) for m, c in zip(seen, candidates) if m not in keys]
+            if new:
+                keys.update(zip((m for m, _ in new),
+                                triage.solo_error_keys(target, [c for _, c in new])))
             judged: list[bool | StepRejected] = []
-            for candidate in candidates:
-                key = fresh[memo(candidate)] if memo(candidate) in fresh else keys[memo(candidate)]
-                keys[memo(candidate)] = key
+            for candidate, m in zip(candidates, seen):
+                key = keys[m]
                 if isinstance(key, CandidateRejected) or key != wanted or True in judged:
                     judged.append(key if isinstance(key, CandidateRejected) else False)
                     continue
