@@ -17,9 +17,8 @@ from rich.table import Table
 
 from fuzz.cli.options import EXIT_OK, _focus, _model
 from fuzz.cli.summary import _row
-from fuzz.engine.records import CampaignOptions
+from fuzz.engine.records import CampaignOptions, Observed
 from fuzz.engine.session import Session
-from fuzz.engine.records import Observed
 from fuzz.model.focus import FocusError
 from fuzz.store import corpus
 from fuzz.store.corpus import CorpusError

@@ -11,10 +11,8 @@ import re
 from pathlib import Path
 
 from fuzz.model.config import DLRMConfig
-from fuzz.model.focus import Focus, FocusError
-from fuzz.model.focus import load_config
+from fuzz.model.focus import Focus, FocusError, load_config, make_focus
 from fuzz.model.presets import preset_config, scale_rows
-from fuzz.model.focus import make_focus
 from strategies.draw import draw_samples
 
 __all__ = ["EXIT_OK+EXIT_USAGE+EXIT_HARNESS", "parse_duration", "parse_duration_or_zero"]

@@ -21,10 +21,9 @@ from rich.console import Console
 from fuzz.store import corpus
 from fuzz.regress.bump import BumpOptions, run_bump
 from fuzz.regress.bumpreport import bump_markdown, write_bump_files
-from fuzz.regress.toolchains import current_toolchain, toolchain_from
+from fuzz.regress.toolchains import current_toolchain, releases, toolchain_from
 from fuzz.regress.bisect import (IREE_PACKAGES, BisectError, Step, bisect_releases, parse_range,
                          repro_test, versions_in)
-from fuzz.regress.toolchains import releases
 
 __all__ = ["add_parsers", "comparison_options", "bump_command", "bisect_command", "EXIT_NOT_COMPARABLE"]
 

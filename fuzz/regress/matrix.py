@@ -26,13 +26,12 @@ import numpy as np
 
 from fuzz.engine.records import CampaignOptions
 from fuzz.engine.session import Session
-from fuzz.model.config import KNOBS, DLRMConfig
+from fuzz.model.config import DLRMConfig, KNOBS
 from fuzz.model.focus import Focus
 from fuzz.triage.edits import config_with
 from fuzz.model.sample import Batch, Sample
-from fuzz.targets.catalog import Target
+from fuzz.targets.catalog import ROAD_TARGETS, TARGETS, Target
 from fuzz.targets.versions import recorded_versions
-from fuzz.targets.catalog import ROAD_TARGETS, TARGETS
 
 __all__ = ["FEATURES", "feature_rows", "Matrix", "feature_sample", "rows_in_focus",
            "build_matrix", "matrix_markdown", "compare_matrices"]

@@ -20,10 +20,9 @@ from fuzz.store import corpus
 from oracles.results import TargetResult
 from fuzz.targets.cache import ArtifactCache
 from fuzz.reports.markdown import REPORT_NAME, report_markdown
-from fuzz.targets.catalog import Target
+from fuzz.targets.catalog import FAKE_TARGETS, Target
 from fuzz.reports.repro import write_repro
 from fuzz.reports.toolfiles import write_tool_files
-from fuzz.targets.catalog import FAKE_TARGETS
 
 __all__ = ["BugReportJob", "file_bug_report"]
 

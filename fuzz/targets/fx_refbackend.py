@@ -11,8 +11,7 @@ from typing import Any
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.compiled import CompiledTarget, _Artifact
 from fuzz.targets.pipeline import Timer
-from fuzz.targets.refbackend import refbackend_available
-from fuzz.targets.refbackend import RefBackendModule
+from fuzz.targets.refbackend import RefBackendModule, refbackend_available
 
 __all__ = ["RefBackendTarget"]
 

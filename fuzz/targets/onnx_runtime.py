@@ -17,10 +17,9 @@ import numpy as np
 
 from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache
-from fuzz.targets.onnx_export import OnnxExported, onnx_model
+from fuzz.targets.onnx_export import OnnxExported, export_module, onnx_model
 from fuzz.targets.pipeline import Timer, run_stage
 from fuzz.targets.target import Target
-from fuzz.targets.onnx_export import export_module
 
 __all__ = ["OnnxRuntimeTarget", "ONNXRUNTIME", "unsupported_reason"]
 

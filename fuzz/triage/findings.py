@@ -18,16 +18,14 @@ from typing import Any, Callable, Sequence
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.pipeline import Timer
 from fuzz.model.sample import Sample
-from fuzz.triage.localize import Localization
+from fuzz.triage.localize import Localization, first_divergent_op
 from fuzz.triage.shrink import StepRejected
-from fuzz.targets.catalog import Target
+from fuzz.targets.catalog import EAGER, REFERENCE, Target, resolve_targets
 from fuzz.workers.interface import HarnessFault, Pool
 from oracles import (Observation, Outcome, ReferenceFailed, TargetResult, Tolerance, Verdict,
                      blame, judge, reference_failed, same_wrong_answer)
 from oracles.signature import error_key, mismatch_key
-from fuzz.triage.localize import first_divergent_op
 from fuzz.triage.ablate import ablate
-from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 from oracles import classify
 
 __all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of", "stage_owner",
