@@ -134,6 +134,7 @@ def test_bisect_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.pipeline
+@pytest.mark.slow
 def test_real_bisect_finds_the_release_that_fixed_a_real_compiler_crash(
         tmp_path: Path, toolchain_root: Path) -> None:
     """The bucket's own repro.py, run in uv environments of IREE 3.12.0 and

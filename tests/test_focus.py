@@ -241,6 +241,7 @@ def test_the_kaggle_preset_scaled_down_runs_through_refbackend_and_iree_cpu() ->
 
 
 @pytest.mark.pipeline
+@pytest.mark.slow
 def test_a_focused_campaign_stores_and_shrinks_only_inside_the_focus(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """About 25 s: pooling=mean (no linalg lowering today) on refbackend and

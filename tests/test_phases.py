@@ -201,6 +201,7 @@ def _file_samples(store: Path, samples: list[Sample], report: bool) -> Campaign:
 
 
 @pytest.mark.pipeline
+@pytest.mark.slow
 def test_a_stored_case_replaced_by_a_smaller_one_gets_its_repro_again(tmp_path: Path) -> None:
     """The real int32 lowering bug, stored from a 3-table case without its
     report files; a later campaign meets it in a 1-table case, swaps that in,
@@ -339,6 +340,7 @@ def test_a_failure_of_torch_mlirs_shared_prefix_is_the_prefixs_whichever_targets
 
 
 @pytest.mark.pipeline
+@pytest.mark.slow
 def test_a_wrong_answer_gets_one_bucket_whichever_backends_ran() -> None:
     """The real weighted-pooling wrong answer (torch-mlir's linalg lowering
     drops the per-sample weights) seen on IREE llvm-cpu alone is blamed as
