@@ -157,18 +157,8 @@ def test_fake_ok_cannot_localize_and_says_so() -> None:
     assert found.culprit is None and "cannot compile" in found.note
 
 
-class _ShyTarget(FakeWrongOpTarget):
-    """Wrong only while nobody looks: with extra outputs it answers right."""
-
-    def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
-        outputs = super().run(artifact, inputs, timer)
-        if len(outputs) > 1:
-            return FakeWrongOpTarget.run(dataclasses.replace(self, op="none"), artifact, inputs, timer)
-        return outputs
-
-
 def test_mismatch_that_vanishes_under_observation_is_reported() -> None:
-    target = _ShyTarget("fake-shy", "FAKE", op="aten.relu.default")
+    target = FAKE_TARGETS["fake-shy-wrong-relu"]
     found = first_divergent_op(target, tiny_sample(tiny_config(**FAKE_CONFIG)), 0)
     assert found.culprit is None
     assert found.note == "mismatch vanished when intermediates were exposed"

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from fuzz.engine.campaign import CampaignReport
 from fuzz.engine.coverage import COLUMNS, FOCUS_ROW
+from fuzz.store.corpus import HELD
 
 
 def _summary(console: Console, report: CampaignReport) -> None:
@@ -43,6 +44,11 @@ def _summary(console: Console, report: CampaignReport) -> None:
             line += "; unconfirmed: " + "; ".join(f"{bucket} ({why})"
                                                   for bucket, why in unconfirmed.items())
         _row(head, "actionable", line)
+    if report.held_back:
+        _row(head, "held back", "; ".join(f"{bucket} ({why})" for bucket, why
+                                          in report.held_back.items())
+             + f" (a wrong answer localization could not see waits in the corpus's {HELD}/ until "
+               "its model repro reproduces)")
     _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
     if report.draws_checked:
         _row(head, "extra weight draws", f"{report.draws_checked} checked on their sample's "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from fuzz.engine.interrupt import deferred
@@ -57,8 +58,12 @@ class BugWork:
                  pool: Callable[[], Pool | None], triage: Callable[[], Triage | None],
                  target: Callable[[str], Target | None],
                  take_answers: Callable[[float | None], None],
-                 replay: Callable[[CorpusEntry], ReplayRecord] | None = None) -> None:
+                 replay: Callable[[CorpusEntry], ReplayRecord] | None = None,
+                 promote: Callable[[str], bool] | None = None) -> None:
         self.options = options
+        # Moves a held case into the corpus (``Ledger.promote``); the buckets held now.
+        self.promote = promote
+        self.held: set[str] = set()
         # Re-runs a case the way replay will (its target and blame witnesses,
         # the whole triage): a shrunk wrong answer whose key the reducer could
         # not hold is checked with it before it replaces the stored case.
@@ -117,6 +122,44 @@ class BugWork:
             self.unshrunk.append(bucket)
         else:
             self.ready_for_report(bucket)
+
+    def held_case(self, bucket: str) -> None:
+        """A new wrong answer localization could not see was held back
+        (``fuzz.engine.ledger``): its report runs first, and only a model repro
+        that reproduces brings it into the corpus (``report_answered``)."""
+        if not self.options.report or self.promote is None:
+            self.report.held_back[bucket] = ("reports are off (--no-report): its repro never "
+                                             "ran, so it was not stored")
+            return
+        self.held.add(bucket)
+        self.report.held_back[bucket] = "waiting for its repro"
+        self.needs_report.add(bucket)
+        self.ready_for_report(bucket)
+        self.queue_reports()
+
+    def _root(self, bucket: str) -> Path:
+        """The folder ``bucket``'s case is in: the corpus, or its holding area."""
+        root = self.options.corpus_dir
+        return root / corpus.HELD if bucket in self.held else root
+
+    def _after_held(self, bucket: str, status: str) -> None:
+        """A held case's report is in: stored (and shrunk) if its repro
+        reproduces, else it stays in the holding area, named in the summary."""
+        self.held.discard(bucket)
+        if status != "reproduces":
+            self.report.held_back[bucket] = f"its model repro does not reproduce ({status})"[:300]
+            return
+        assert self.promote is not None
+        if not self.promote(bucket):
+            self.report.held_back[bucket] = "the corpus had this bucket already: kept its case"
+            return
+        del self.report.held_back[bucket]
+        first = next((f for f in self.report.findings if f.bucket == bucket), None)
+        if first is not None:  # now a new bucket of this campaign
+            first.new, first.path = True, self.options.corpus_dir / bucket
+        if self.options.shrink:  # shrunk like any new bucket, then reported again
+            self.needs_report.add(bucket)
+            self.unshrunk.append(bucket)
 
     def case_replaced(self, bucket: str) -> None:
         """A smaller generated case replaced ``bucket``'s stored one: it needs its
@@ -229,7 +272,7 @@ class BugWork:
             if bucket in running:
                 self.stale_reports.add(bucket)
                 continue
-            job = BugReportJob(str(self.options.corpus_dir / bucket), self.options.table,
+            job = BugReportJob(str(self._root(bucket) / bucket), self.options.table,
                                one_op_only=bucket in self.op_first)
             # Urgent only where a worker is held for bug work: on a shared pool
             # a report ahead of the samples' jobs delays them, never itself.
@@ -249,9 +292,12 @@ class BugWork:
             self.report.harness_errors.append(f"report of {bucket}: {last}")
             answer = f"bug in dlrm-fuzz: {last}"
         with deferred():
-            self.report.repro_status[bucket] = file_bug_report(self.options.corpus_dir, bucket,
+            self.report.repro_status[bucket] = file_bug_report(self._root(bucket), bucket,
                                                                answer)
         self.needs_report.discard(bucket)
+        if bucket in self.held:
+            self._after_held(bucket, self.report.repro_status[bucket])
+            return
         if bucket in self.op_first and bucket not in self.stale_reports:
             self.op_first.discard(bucket)
             self.after_single_op(bucket, answer, self.report.repro_status[bucket])
@@ -303,6 +349,8 @@ class BugWork:
         self.report_unshrunk("budget spent")
         for bucket in self.report_jobs.values():
             self.report.repro_status[bucket] = "not written: the campaign ended first"
+            if bucket in self.held:
+                self.report.held_back[bucket] = "its repro was not in when the campaign ended"
 
     def write_reports(self) -> None:
         """Every pending report now, waiting for all (a caller outside a

@@ -69,7 +69,7 @@ class Campaign:
         self.bugs = BugWork(options, self.report, pool=lambda: self.session.pool,
                             triage=lambda: self.session.triage, target=self.session.target,
                             take_answers=lambda timeout: self._take_answers(timeout),
-                            replay=self.session.replay_one)
+                            replay=self.session.replay_one, promote=self.ledger.promote)
         # Every sample the phases send goes through ``_submit``.
         self.filing = Filing(self.session, self.ledger, self.bugs, self.scheduler,
                              submit=self._submit, on_finding=on_finding)

@@ -4,7 +4,8 @@ the checks a finding needs before it is stored (a full run when the scheduler
 sent the sample to part of the targets, a second run of a new wrong answer,
 which files it as FLAKY when the two disagree, the extra weight draws), then
 each finding filed in the corpus (``fuzz.engine.ledger``) and handed to the
-bug work (``fuzz.engine.bugwork``). The scheduler learns where each target
+bug work (``fuzz.engine.bugwork``); a new wrong answer localization could not
+see is held back until its model repro reproduces. The scheduler learns where each target
 landed. A sample cut at the end of the budget files what does not depend on
 the targets that were dropped; once the budget is spent (``closed``), filing
 starts no new sample (no full run, no re-seeded draw): it notes what it
@@ -26,7 +27,7 @@ from fuzz.engine.schedule import Scheduler
 from fuzz.engine.session import Session
 from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
-from fuzz.triage.findings import Finding
+from fuzz.triage.findings import Finding, vanished_under_observation
 from oracles import TargetResult, Verdict
 from oracles.blame import same_wrong_answer
 from oracles.signature import bucket_for, flaky_key
@@ -79,7 +80,8 @@ class Filing:
         self.report.coverage.add(sample, outcomes, generated=flight.index is None)
         self._count(results, outcomes)
         findings = [self._confirmed(f, sample)
-                    if f.verdict is Verdict.MISMATCH and f.bucket not in self.ledger.known else f
+                    if f.verdict is Verdict.MISMATCH and f.bucket not in self.ledger.known
+                    and f.bucket not in self.ledger.held else f
                     for f in findings]
         for finding in findings:
             finding.sample_index = flight.index if flight.index is not None else self.report.samples
@@ -179,9 +181,14 @@ class Filing:
             self.report.batches_checked += sum(out is not None for out in result.outputs)
 
     def _store(self, finding: Finding, sample: Sample, repairs: tuple[str, ...] = ()) -> None:
-        """Store a finding (``fuzz.engine.ledger``) and give a new or smaller case to the bug work."""
-        filed, entry = self.ledger.file(finding, sample, self.session.options.seed, repairs)
-        if filed == "new":
+        """Store a finding (``fuzz.engine.ledger``) and give a new or smaller case
+        to the bug work. A new wrong answer that vanished when localization
+        looked at it is held back: its model repro must reproduce first."""
+        filed, entry = self.ledger.file(finding, sample, self.session.options.seed, repairs,
+                                        hold=vanished_under_observation(finding))
+        if filed == "held":
+            self.bugs.held_case(finding.bucket)
+        elif filed == "new":
             self.bugs.new_case(finding.bucket, entry)
         elif filed == "replaced":
             self.bugs.case_replaced(finding.bucket)

@@ -4,7 +4,10 @@ new case; one in a known bucket adds the targets it was seen on and replaces
 the stored case only with a strictly smaller one (``fuzz.triage.edits.size_key``).
 Apart from the campaign so that what the corpus holds, and the one way a
 finding becomes a ``CorpusEntry``, live in one place; what the bug work does
-with a new or replaced case is ``fuzz.engine.bugwork``'s."""
+with a new or replaced case is ``fuzz.engine.bugwork``'s. A case held back
+(a wrong answer that vanished when its intermediates were exposed) waits in
+the corpus's holding area (``corpus.HELD``) until its repro reproduces, and
+is then promoted into the corpus."""
 
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ __all__ = ["Ledger", "Filed", "entry_of"]
 
 # What filing did: a new case; a smaller case replacing the stored one; the
 # stored case kept (the targets seen added); or nothing stored (a race lost
-# to another campaign sharing the folder).
-Filed = Literal["new", "replaced", "seen", "not stored"]
+# to another campaign sharing the folder); or the case held back until its
+# repro reproduces.
+Filed = Literal["new", "replaced", "seen", "not stored", "held"]
 
 
 def entry_of(finding: Finding, sample: Sample, campaign_seed: int,
@@ -48,14 +52,27 @@ class Ledger:
         self.stored, _ = corpus.load(root)
         self.known = {entry.bucket for entry in self.stored}
         self._sizes: dict[str, tuple[int, ...]] = {}
+        self.held: set[str] = set()  # buckets this campaign holds back (``corpus.HELD``)
 
     def file(self, finding: Finding, sample: Sample, campaign_seed: int,
-             repairs: tuple[str, ...] = ()) -> tuple[Filed, CorpusEntry]:
+             repairs: tuple[str, ...] = (), hold: bool = False) -> tuple[Filed, CorpusEntry]:
         """Store ``finding`` (atomically: a stop signal waits until the entry is
-        whole); sets ``finding.path`` and ``finding.new``."""
+        whole); sets ``finding.path`` and ``finding.new``. ``hold``: a new
+        bucket goes to the holding area instead (``promote`` stores it)."""
         entry = entry_of(finding, sample, campaign_seed, repairs)
         finding.path = self.root / finding.bucket
         with deferred():
+            if finding.bucket in self.held:  # one held case per bucket, waiting for its repro
+                finding.path = self.root / corpus.HELD / finding.bucket
+                return "seen", entry
+            if hold and finding.bucket not in self.known:
+                path = corpus.hold(self.root, entry)
+                finding.new = False  # not a bucket of the corpus until promoted
+                if path is None:
+                    return "not stored", entry
+                finding.path = path
+                self.held.add(finding.bucket)
+                return "held", entry
             if finding.bucket in self.known:
                 corpus.record_seen(self.root, finding.bucket, finding.targets)
                 size = size_key(sample)
@@ -71,6 +88,17 @@ class Ledger:
                 return "not stored", entry
             self._sizes[finding.bucket] = size_key(sample)
             return "new", entry
+
+    def promote(self, bucket: str) -> bool:
+        """A held case whose repro reproduced joins the corpus; False when the
+        corpus had the bucket already (another campaign sharing the folder)."""
+        with deferred():
+            path = corpus.promote(self.root, bucket)
+        self.held.discard(bucket)
+        if path is None:
+            return False
+        self.known.add(bucket)
+        return True
 
     def stored_size(self, bucket: str) -> tuple[int, ...]:
         """The size key of the case stored for ``bucket`` (empty for a junk entry: never replaced by us)."""

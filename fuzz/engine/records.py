@@ -129,6 +129,9 @@ class CampaignReport:
     localizations: int = 0
     ablations: int = 0
     repro_status: dict[str, str] = field(default_factory=dict)  # bucket -> repro check
+    # Wrong answers localization could not see, held out of the corpus until
+    # their model repro reproduces: bucket -> why still held (``corpus.HELD``).
+    held_back: dict[str, str] = field(default_factory=dict)
     interrupted: int | None = None  # the signal that stopped the campaign
     coverage: Coverage = field(default_factory=Coverage)
     # Program group -> (cells, samples offered, samples run): the scheduler's allocation.
@@ -182,7 +185,8 @@ class CampaignReport:
                 "cut_at_deadline": {"jobs": self.cut_jobs, "running": self.cut_running,
                                     "samples": self.cut_samples,
                                     "unfiled": list(self.cut_unfiled)},
-                "actionable": self._actionable_summary()}
+                "actionable": self._actionable_summary(),
+                "held_back": dict(self.held_back)}
 
     def _actionable_summary(self) -> dict[str, object]:
         ready, unconfirmed = self.actionable()

@@ -42,7 +42,13 @@ from oracles.signature import KEY_VERSION
 from oracles.verdict import Verdict
 
 __all__ = ["CorpusEntry", "CorpusError", "save", "load", "load_entry", "record_seen",
-           "update_case", "replace_if_smaller", "SCHEMA"]
+           "update_case", "replace_if_smaller", "hold", "promote", "HELD", "SCHEMA"]
+
+# The holding area inside a corpus folder: wrong answers that vanished when
+# their intermediates were exposed wait there until their model repro
+# reproduces (``fuzz.engine.ledger``). ``load`` skips it like every dot folder,
+# so a held case is never replayed, bumped or bisected as a bug.
+HELD = ".held"
 
 SCHEMA = 2
 _READABLE_SCHEMAS = (1, 2)
@@ -217,6 +223,28 @@ def save(root: Path, entry: CorpusEntry) -> Path | None:
         if final.exists():  # another writer won the race: same bucket, keep theirs
             return None
         raise
+    return final
+
+
+def hold(root: Path, entry: CorpusEntry) -> Path | None:
+    """Store a case in ``root``'s holding area (``HELD``); a case held there
+    before for the same bucket (an earlier campaign's, not confirmed) is
+    replaced: the holding area keeps no history. None when not stored."""
+    held = root / HELD
+    _ensure_dir(held)
+    shutil.rmtree(held / entry.bucket, ignore_errors=True)
+    return save(held, entry)
+
+
+def promote(root: Path, bucket: str) -> Path | None:
+    """Move a held case into the corpus (one rename, under the corpus lock);
+    None when the corpus has that bucket already (the stored case is kept and
+    the held one stays where it is)."""
+    final = root / bucket
+    with _locked(root):
+        if final.exists():
+            return None
+        os.rename(root / HELD / bucket, final)
     return final
 
 

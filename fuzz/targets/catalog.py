@@ -144,6 +144,9 @@ FAKE_TARGETS: dict[str, Target] = {t.name: t for t in (
     FakeWrongOpTarget("fake-int32-then-wrong-relu", "FAKE target for engine tests: refuses int32 "
                       "indices at compile time; otherwise eager, but aten.relu.default answers "
                       "+0.5 (a wrong answer behind a known failure)", refuses_int32=True),
+    FakeWrongOpTarget("fake-shy-wrong-relu", "FAKE target for engine tests: eager, but "
+                      "aten.relu.default answers +0.5 unless intermediates are exposed (a wrong "
+                      "answer that vanishes under observation)", shy=True),
 )}
 
 

@@ -90,6 +90,10 @@ class FakeWrongOpTarget(Target):
     # Fails to compile int32 indices first (a known bug in front of the wrong
     # op, as int32 offsets stop the linalg lowering): tests repair-not-skip.
     refuses_int32: bool = False
+    # Wrong only while nobody looks: a program with more outputs than the
+    # model's one (localization's, intermediates exposed) answers right, so
+    # the wrong answer vanishes under observation (the campaign holds it back).
+    shy: bool = False
 
     @property
     def any_shape(self) -> bool:
@@ -124,7 +128,10 @@ class FakeWrongOpTarget(Target):
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         """Interpret the graph with ``op``'s outputs corrupted: the known wrong answer."""
-        return timer.measure("run", lambda: _run_corrupting(artifact, inputs, self.op))
+        outputs = timer.measure("run", lambda: _run_corrupting(artifact, inputs, self.op))
+        if self.shy and len(outputs) > 1:
+            return timer.measure("run", lambda: _run_corrupting(artifact, inputs, "none"))
+        return outputs
 
 
 def _run_corrupting(graph_module: Any, inputs: Sequence[np.ndarray], op: str) -> list[np.ndarray]:

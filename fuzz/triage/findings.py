@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from fuzz.targets.cache import ArtifactCache
 from fuzz.targets.pipeline import Timer
 from fuzz.model.sample import Sample
-from fuzz.triage.localize import Localization, first_divergent_op
+from fuzz.triage.localize import UNOBSERVED, Localization, first_divergent_op
 from fuzz.triage.shrink import StepRejected
 from fuzz.targets.catalog import EAGER, REFERENCE, Target, resolve_targets
 from fuzz.workers.interface import HarnessFault, Pool
@@ -28,7 +28,7 @@ from oracles.signature import error_key, mismatch_key
 from fuzz.triage.ablate import ablate
 from oracles import classify
 
-__all__ = ["Finding", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of", "stage_owner",
+__all__ = ["Finding", "vanished_under_observation", "LocalizeJob", "Triage", "CandidateRejected", "culprit_of", "stage_owner",
            "PREFERRED_REPRESENTATIVES"]
 
 # Where to localize / shrink a bug seen on several targets: the cheapest first
@@ -80,6 +80,13 @@ class Finding:
     sample_index: int = 0
     new: bool = False
     path: Any = None
+
+
+def vanished_under_observation(finding: Finding) -> bool:
+    """A wrong answer localization could not see (``localize.UNOBSERVED``):
+    its model repro is the only evidence, so it is stored once that reproduces."""
+    return finding.verdict is Verdict.MISMATCH and \
+        finding.localization.get("note") in UNOBSERVED
 
 
 def stage_owner(target: Target, result: TargetResult, outcome: Outcome) -> str:

@@ -40,7 +40,16 @@ from oracles.compare import Comparison, Tolerance, compare, summarize
 from fuzz.targets import pipeline
 from oracles.classify import first_error_line
 
-__all__ = ["Localization", "first_divergent_op", "InvalidLocalizeArgument"]
+__all__ = ["UNOBSERVED", "VANISHED", "OWN_PROGRAM_MATCHES", "Localization", "first_divergent_op", "InvalidLocalizeArgument"]
+
+# The two ways a wrong answer did not show when localization looked at it:
+# the instrumented program answers right while the plain one is wrong, or the
+# plain program compiled again answers right too. Either way the stored case
+# cannot name an op, and only its model repro can show the bug (the campaign
+# holds such a case back until that repro reproduces: ``fuzz.engine.filing``).
+VANISHED = "mismatch vanished when intermediates were exposed"
+OWN_PROGRAM_MATCHES = "no mismatch to localize: the target's own program matches"
+UNOBSERVED = (VANISHED, OWN_PROGRAM_MATCHES)
 
 # Integer arguments that pick a code path (an enum in disguise), as opposed
 # to dims, sizes and row numbers, which vary with the sample and never name a bug.
@@ -149,8 +158,8 @@ def _judge(target: Target, sample: Sample, batch: int, tolerance: Tolerance, tim
         if isinstance(baseline, str):
             return _not_found(baseline, **details)
         if baseline:
-            return _not_found("mismatch vanished when intermediates were exposed", **details)
-        return _not_found("no mismatch to localize: the target's own program matches", **details)
+            return _not_found(VANISHED, **details)
+        return _not_found(OWN_PROGRAM_MATCHES, **details)
     if first is None:  # only when an output is no op's result (an input passed through)
         return _not_found("the output mismatches but no op's result does", **details)
     probe, comparison, compared = first
