@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fuzz.model.config import DLRMConfig
 from fuzz.model.sample import Batch, Sample
+
+if TYPE_CHECKING:
+    from fuzz.engine.campaign import Campaign
+    from fuzz.triage.findings import Finding
 
 
 def tiny_config(**overrides: Any) -> DLRMConfig:
@@ -26,6 +30,13 @@ def linalg_of(config: DLRMConfig, seed: int, batch: Batch) -> str:
     target = TARGETS["refbackend"]
     assert isinstance(target, CompiledTarget)
     return target.lowered(config, seed, batch.flat(), Timer(), None)
+
+
+def file_as_generated(campaign: Campaign, sample: Sample) -> list[Finding]:
+    """``sample`` on every target of ``campaign``, checked now and filed as a
+    generated sample is (its session's pool must run)."""
+    flight = campaign.session.submit(sample, campaign.targets, None)
+    return campaign.filing.file(campaign.session.answered(flight))
 
 
 def tiny_sample(config: DLRMConfig | None = None, seed: int = 7, batches: int = 1) -> Sample:

@@ -69,16 +69,16 @@ def test_a_sample_is_never_sent_to_no_target(tmp_path: Path, monkeypatch) -> Non
     could take the sample: the scheduler's cell fades, yet every generated
     sample (or its repaired variant) still goes to it, so no sample is
     thrown away whole (``unscheduled`` 0) and each is counted as generated once."""
-    from fuzz.engine.campaign import Campaign
+    from fuzz.engine.session import Session
 
     submitted: list[int] = []
-    submit = Campaign._submit
+    submit = Session.submit
 
-    def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
+    def spy(self, sample, targets, index=None):  # type: ignore[no-untyped-def]
         submitted.append(len(targets))
         return submit(self, sample, targets, index)
 
-    monkeypatch.setattr(Campaign, "_submit", spy)
+    monkeypatch.setattr(Session, "submit", spy)
     report = run_campaign(CampaignOptions(
         budget_s=600, seed=3, corpus_dir=tmp_path / "corpus", targets=("fake-raise",),
         workers=2, max_samples=30, shrink=False, replay=False, report=False,
@@ -99,7 +99,7 @@ def test_a_generated_sample_is_submitted_with_its_weights_form_and_draws(
     sample keeps its form and its extra weight draws (none is inlined on the
     way), and an inline one stays inline."""
     import fuzz.engine.campaign
-    from fuzz.engine.campaign import Campaign
+    from fuzz.engine.session import Session
     from tests.helpers import tiny_config, tiny_sample
 
     stream = [tiny_sample(tiny_config(weights=w), seed=i) for i, w in enumerate(["inputs", "inline"] * 3)]
@@ -111,15 +111,15 @@ def test_a_generated_sample_is_submitted_with_its_weights_form_and_draws(
             body(sample)
 
     monkeypatch.setattr(fuzz.engine.campaign, "each_sample", fixed_stream)
-    submit = Campaign._submit
+    submit = Session.submit
     seen: list[tuple[str, int]] = []
 
-    def spy(self, sample, targets, index):  # type: ignore[no-untyped-def]
+    def spy(self, sample, targets, index=None):  # type: ignore[no-untyped-def]
         if index is not None:
             seen.append((sample.config.weights, len(sample.draws)))
         return submit(self, sample, targets, index)
 
-    monkeypatch.setattr(Campaign, "_submit", spy)
+    monkeypatch.setattr(Session, "submit", spy)
     run_campaign(CampaignOptions(budget_s=600, seed=3, corpus_dir=tmp_path / "corpus",
                                  targets=("fake-ok",), workers=2, shrink=False,
                                  replay=False, report=False, schedule=True))
@@ -234,9 +234,9 @@ def test_a_shape_mode_is_exported_and_imported_once_per_sample(tmp_path: Path) -
 
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", cache_dir=tmp_path / "cache",
                                         targets=("iree-torch-dyn", "iree-cpu-dyn"), workers=2))
-    with campaign._pool() as pool:  # as the generate phase submits a sample
-        campaign.pool = pool
-        flight = campaign._answered(campaign._submit(
+    with campaign.session.open_pool() as pool:  # as the generate phase submits a sample
+        campaign.session.pool = pool
+        flight = campaign.session.answered(campaign.session.submit(
             tiny_sample(tiny_config(weights="inputs")), campaign.targets, index=1))
     timings = {t.name: r.timings for t, r in zip(flight.ordered, flight.answers[2:])}
     assert sorted(timings) == ["iree-cpu-dyn", "iree-torch-dyn"]

@@ -22,7 +22,7 @@ from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
 from fuzz.triage.findings import Triage
 from fuzz.workers.pool import WorkerPool
 from oracles import Tolerance, Verdict, bucket_for, mismatch_key
-from tests.helpers import tiny_config, tiny_sample
+from tests.helpers import file_as_generated, tiny_config, tiny_sample
 
 
 def _rewrite(folder: Path, **changes: str) -> None:
@@ -191,10 +191,10 @@ def _file_samples(store: Path, samples: list[Sample], report: bool) -> Campaign:
     then (``report``) run the report phase; the campaign afterwards."""
     campaign = Campaign(CampaignOptions(targets=("refbackend",), corpus_dir=store, workers=1,
                                         replay=False, shrink=False))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
         for sample in samples:
-            campaign._run_sample(sample, campaign.targets, file=True)
+            file_as_generated(campaign, sample)
         if report:
             campaign.bugs.write_reports()
     return campaign
@@ -249,17 +249,18 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
 
     campaign = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=tmp_path / "corpus",
                                         workers=1))
-    with campaign._pool() as pool:  # filed as a generated sample would be
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
-    campaign.pool = InProcessPool()
-    campaign.triage = Triage(campaign.pool, campaign.options.tolerance)  # type: ignore[arg-type]
+    with campaign.session.open_pool() as pool:  # filed as a generated sample would be
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample())
+    in_process = InProcessPool()
+    campaign.session.pool = in_process
+    campaign.session.triage = Triage(in_process, campaign.options.tolerance)  # type: ignore[arg-type]
     record = campaign.bugs.shrink_one(found.bucket, budget_s=60)
     assert record.record["steps_rejected"] > 0
     assert "AssertionError: Guard failed" in record.record["rejections"][0]
     # An error bucket's step runs the target's job alone, and the references
     # only for a candidate that kept the error (plus the first and last check).
-    pool = campaign.pool
+    pool = campaign.session.pool
     assert pool.calls["fake-raise"] == record.record["steps_tried"] + 2
     assert pool.calls["eager-f64"] == pool.calls["eager"] == record.record["steps_accepted"] + 2
     # Every cut to one table was rejected (the skeletons first), so two stay;
@@ -286,9 +287,9 @@ def test_buckets_stored_from_one_sample_each_hold_their_own_targets_key(tmp_path
 
     campaign = Campaign(CampaignOptions(targets=("fake-raise",), corpus_dir=tmp_path / "corpus",
                                         workers=1))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample())
     twin = tmp_path / "corpus" / "runtime_error-0123456789ab"
     shutil.copytree(tmp_path / "corpus" / found.bucket, twin)
     case = json.loads((twin / "case.json").read_text())
@@ -310,8 +311,8 @@ def test_buckets_stored_from_one_sample_each_hold_their_own_targets_key(tmp_path
         def solo_error_key(self, target, sample):  # type: ignore[no-untyped-def]
             return None
 
-    campaign.triage = Keys()  # type: ignore[assignment]
-    campaign.pool = None
+    campaign.session.triage = Keys()  # type: ignore[assignment]
+    campaign.session.pool = None
     campaign.bugs.shrink_one(found.bucket, budget_s=5)
     campaign.bugs.shrink_one(twin.name, budget_s=5)
     assert asked == ["fake-raise", "fake-ok"]
@@ -394,9 +395,9 @@ def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_pa
         campaign = Campaign(CampaignOptions(targets=(name,), corpus_dir=tmp_path / name,
                                             workers=1, replay=False, shrink=False,
                                             report=False))
-        with campaign._pool() as pool:
-            campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-            (found[name],) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+        with campaign.session.open_pool() as pool:
+            campaign.session.attach(pool)
+            (found[name],) = file_as_generated(campaign, tiny_sample())
         assert campaign.report.confirm_reruns == 1
     flaky, wrong = found["fake-flaky"], found["fake-wrong-relu"]
     assert flaky.verdict is Verdict.FLAKY and flaky.bucket.startswith("flaky-")
@@ -422,7 +423,7 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
             return len(self.submitted)
 
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
-    campaign.pool = Pool()  # type: ignore[assignment]
+    campaign.session.pool = Pool()  # type: ignore[assignment]
     buckets = [f"compile_error-00000000000{i}" for i in range(4)]
     campaign.bugs.unshrunk = list(buckets)
     campaign.bugs.needs_report.update(buckets)
@@ -432,7 +433,7 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     campaign.bugs.report_costs = [12.0, 14.0]
     campaign.bugs.finish_by = time.monotonic() + 20
     campaign.bugs.work(deadline=time.monotonic() + 5)
-    assert campaign.bugs.unshrunk == [] and sorted(campaign.pool.submitted) == buckets
+    assert campaign.bugs.unshrunk == [] and sorted(campaign.session.pool.submitted) == buckets
     assert {r.bucket: r.record for r in campaign.report.shrinks} == {
         b: {"skipped": "budget kept for the reports"} for b in buckets}
 
@@ -446,7 +447,7 @@ def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path
         slots = 2
 
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
-    campaign.pool = Pool()  # type: ignore[assignment]
+    campaign.session.pool = Pool()  # type: ignore[assignment]
     campaign.bugs.unshrunk = ["a", "b"]
     campaign.bugs.needs_report.update({"b", "c", "d"})
     assert campaign.bugs.reserve_s() == pytest.approx(4 * _REPORT_S / 2)
@@ -467,19 +468,19 @@ def test_jobs_not_started_when_the_budget_ends_are_dropped(tmp_path: Path) -> No
     campaign = Campaign(CampaignOptions(targets=targets, corpus_dir=tmp_path / "corpus",
                                         workers=1, replay=False, shrink=False, report=False))
     assert [t.name for t in dispatch_order(campaign.targets)] == list(targets)
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        first = campaign._submit(tiny_sample(), campaign.targets, index=1)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        first = campaign.session.submit(tiny_sample(), campaign.targets, index=1)
         # One worker: the references, fake-raise and fake-wrong-relu answer,
         # fake-ok runs, fake-wrong-bmm waits ...
         while first.left > 2:
-            campaign._take_answers()
-        second = campaign._submit(tiny_sample(seed=8), campaign.targets, index=2)
+            campaign.session.take_answers()
+        second = campaign.session.submit(tiny_sample(seed=8), campaign.targets, index=2)
         # ... and so do the second sample's six jobs.
-        campaign._cut_at_deadline()
+        campaign.session.cut_queued()
         assert campaign.report.cut_jobs == 7 and first.cut and second.cut
-        while campaign._flights:
-            campaign._drain()
+        while campaign.session.waiting:
+            campaign.generate.drain()
     report = campaign.report
     assert report.cut_samples == 1  # the second: its references never ran
     assert [f.target for f in report.findings] == ["fake-raise"]
@@ -501,15 +502,15 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
     form, the bucket goes to shrinking."""
     campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
                                         workers=1, replay=False))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample(batches=2))
         assert found.culprit == "op:aten.relu.default" and found.new
         assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
         campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
         # A smaller generated case replaces the stored one: its single op is checked again.
         campaign.bugs.op_first.clear()
-        (again,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+        (again,) = file_as_generated(campaign, tiny_sample())
     assert again.bucket == found.bucket and not again.new
     assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink is None
     assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
@@ -536,9 +537,9 @@ def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_re
     finish has room, else labelled "budget spent", never left without a row."""
     campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
                                         workers=1, replay=False))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(batches=2), campaign.targets, file=True)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample(batches=2))
         campaign.bugs.to_report.clear()
         campaign.bugs.report_jobs = {-1: found.bucket}  # its one-op report, in flight
 
@@ -552,7 +553,7 @@ def test_a_bucket_sent_to_shrinking_while_the_campaign_finishes_gets_a_shrink_re
             campaign.bugs.needs_report.discard(found.bucket)
             campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
 
-        campaign._take_answers = report_comes_in  # type: ignore[method-assign]
+        campaign.bugs.take_answers = report_comes_in
         campaign.bugs.finish(until=time.monotonic() + room_s)
     (record,) = campaign.report.shrinks
     assert campaign.bugs.unshrunk == []
@@ -575,9 +576,9 @@ def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_re
 
     campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "corpus",
                                         workers=1, replay=False, report=False))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
-        (found,) = campaign._run_sample(tiny_sample(), campaign.targets, file=True)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample())
         folder = tmp_path / "corpus" / found.bucket
         stored = corpus.load_entry(folder)
         corpus.update_case(folder.parent, found.bucket, culprit="features:relu")

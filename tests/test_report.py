@@ -131,7 +131,7 @@ def test_a_bug_of_ours_in_one_report_job_spares_the_other_reports(tmp_path: Path
             return [(ticket, answers[name]) for ticket, name in enumerate(names)]
 
     campaign = Campaign(CampaignOptions(corpus_dir=root, targets=("fake-ok",)))
-    campaign.pool = Pool()
+    campaign.session.pool = Pool()
     campaign.bugs.needs_report.update(buckets)
     campaign.bugs.write_reports()
     assert campaign.report.harness_errors == [

@@ -12,7 +12,7 @@ from pathlib import Path
 from fuzz.model.sample import Sample
 from fuzz.engine.schedule import Scheduler
 from fuzz.targets.catalog import TARGETS, Target
-from tests.helpers import tiny_sample
+from tests.helpers import file_as_generated, tiny_sample
 
 LINALG = [TARGETS[n] for n in ("iree-cpu", "refbackend", "iree-vmvx")]
 TOSA = [TARGETS["iree-tosa"]]
@@ -310,22 +310,21 @@ def test_a_wrong_answer_behind_a_doomed_feature_is_found_on_the_repaired_variant
     is the variant and names the repair, and REPORT-facing text says so."""
     from fuzz.engine.campaign import Campaign, CampaignOptions
     from fuzz.store.corpus import load_entry
-    from fuzz.triage.findings import Triage
     from oracles.verdict import Verdict
 
     campaign = Campaign(CampaignOptions(targets=("fake-int32-then-wrong-relu",),
                                         corpus_dir=tmp_path / "corpus", workers=1, shrink=False,
                                         report=False, schedule=True))
-    with campaign._pool() as pool:
-        campaign.pool, campaign.triage = pool, Triage(pool, campaign.options.tolerance)
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
         for seed in (1, 2):  # the known bug, twice: int32 is doomed there now
-            (found,) = campaign._run_sample(_int32_sample(seed), campaign.targets, file=True)
+            (found,) = file_as_generated(campaign, _int32_sample(seed))
             assert found.verdict is Verdict.COMPILE_ERROR
         mismatches = []
         for seed in range(3, 13):
-            campaign._dispatch(_int32_sample(seed))
-            while campaign._flights:
-                campaign._drain()
+            campaign.generate.dispatch(_int32_sample(seed))
+            while campaign.session.waiting:
+                campaign.generate.drain()
             mismatches = [f for f in campaign.report.findings if f.verdict is Verdict.MISMATCH]
             if mismatches:
                 break

@@ -69,6 +69,7 @@ class _Pool:
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.closed = False
+        self.reserved = kwargs.get("reserved")
         self.opened.append(self)
 
     def __enter__(self) -> "_Pool":
@@ -91,6 +92,22 @@ def test_a_session_closes_its_pool_when_its_body_raises(monkeypatch: pytest.Monk
             1 / 0
     assert pool.closed
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("shrink, bug_workers, reserved", [(True, 1, 1), (False, 1, 0),
+                                                          (True, 0, 0)])
+def test_a_session_holds_the_bug_workers_only_when_there_is_bug_work(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shrink: bool, bug_workers: int,
+        reserved: int) -> None:
+    """``--bug-workers N`` reserves N local workers for urgent jobs in the
+    session a campaign runs in (it once reached only a test-only pool opener)."""
+    monkeypatch.setattr(fuzz.engine.session, "WorkerPool", _Pool)
+    _Pool.opened.clear()
+    options = CampaignOptions(targets=("fake-ok",), corpus_dir=tmp_path / "c", shrink=shrink,
+                              report=shrink, bug_workers=bug_workers)
+    with Session(options):
+        (pool,) = _Pool.opened
+        assert pool.reserved == reserved
 
 
 class _InProcessPool:

@@ -87,7 +87,8 @@ def test_one_program_for_every_seed_and_any_table_size() -> None:
 def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Draws are judged like batches; the first that fails where the
     sample's own seed passed is queued, re-seeded, as a sample of its own."""
-    from fuzz.engine.campaign import Campaign, CampaignOptions, _InFlight
+    from fuzz.engine.campaign import Campaign, CampaignOptions
+    from fuzz.engine.dispatch import InFlight
     from fuzz.triage.findings import Triage
     from oracles import Tolerance
     from oracles.results import TargetResult
@@ -104,7 +105,7 @@ def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  #
 
     campaign = Campaign(CampaignOptions(targets=("fake-ok",), corpus_dir=tmp_path / "c"))
     pool = _Pool()
-    campaign.pool, campaign.triage = pool, Triage(pool, Tolerance())  # type: ignore[arg-type]
+    campaign.session.pool, campaign.session.triage = pool, Triage(pool, Tolerance())  # type: ignore[arg-type]
     sample = tiny_sample(tiny_config(weights="inputs"))
     sample = type(sample)(sample.config, sample.seed, sample.batches, draws=(7, 8, 9))
     good, bad = np.ones((2, 1), np.float32), np.full((2, 1), 3.0, np.float32)
@@ -115,18 +116,18 @@ def test_a_failing_weight_draw_becomes_a_sample_of_its_own(tmp_path) -> None:  #
     reference = result("eager-f64", {7: [good], 8: [good], 9: [good]})
     eager = result("eager", {7: [good], 8: [good], 9: [good]})
     results = {"fake-ok": result("fake-ok", {7: [good], 8: [bad], 9: [bad]})}
-    outcomes = campaign.triage.outcomes(results, reference, eager, sample)
+    outcomes = campaign.session.triage.outcomes(results, reference, eager, sample)
     assert outcomes["fake-ok"].verdict is Verdict.PASS
-    flight = _InFlight(sample, [TARGETS["iree-cpu"]], 4, [])
-    campaign._check_draws(flight, reference, eager, results, outcomes)
+    flight = InFlight(sample, [TARGETS["iree-cpu"]], 4, [])
+    campaign.filing.check_draws(flight, reference, eager, results, outcomes)
     assert campaign.report.draws_checked == 2 and campaign.report.draws_reseeded == 1
     queued = {job[1].seed for job in pool.jobs}
     assert queued == {8} and all(job[1].draws == () for job in pool.jobs)
-    assert campaign._flights[-1].index == 4  # filed under the sample's number
+    assert campaign.session.waiting[-1].index == 4  # filed under the sample's number
     # Once the budget is spent, a failing draw is noted, not run as a new sample.
     campaign.filing.closed = True
     submitted = len(pool.jobs)
-    campaign._check_draws(flight, reference, eager, results, outcomes)
+    campaign.filing.check_draws(flight, reference, eager, results, outcomes)
     assert len(pool.jobs) == submitted and campaign.report.draws_reseeded == 1
     (note,) = campaign.report.cut_unfiled
     assert "weight draw 8 failed" in note and "not run again" in note

@@ -18,10 +18,10 @@ cut in half.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from fuzz.engine.bugwork import BugWork
-from fuzz.engine.dispatch import InFlight, dispatch_order, leaders
+from fuzz.engine.dispatch import dispatch_order, leaders
 from fuzz.engine.filing import Filing
 from fuzz.engine.interrupt import Interrupted, stop_signals
 from fuzz.engine.ledger import Ledger
@@ -34,15 +34,14 @@ from fuzz.engine.schedule import Scheduler
 from fuzz.engine.session import Session, headline
 from fuzz.model.sample import Sample
 from fuzz.targets.catalog import Target
-from fuzz.triage.findings import Finding, Triage
-from fuzz.workers.interface import HarnessError, Pool
+from fuzz.triage.findings import Finding
+from fuzz.workers.interface import HarnessError
 from strategies.draw import each_sample
 
 __all__ = ["CampaignOptions", "CampaignReport", "Campaign", "Finding", "ReplayRecord",
            "ShrinkRecord", "run_campaign", "dispatch_order", "leaders", "PHASES"]
 
 PHASES = ("replay", "generate", "finish")
-_InFlight = InFlight  # its name before ``fuzz.engine.dispatch`` held it
 
 
 class Campaign:
@@ -68,14 +67,14 @@ class Campaign:
         # Shrinking and bug reports beside generation (fuzz/engine/bugwork.py).
         self.bugs = BugWork(options, self.report, pool=lambda: self.session.pool,
                             triage=lambda: self.session.triage, target=self.session.target,
-                            take_answers=lambda timeout: self._take_answers(timeout),
+                            take_answers=self.session.take_answers,
                             replay=self.session.replay_one, promote=self.ledger.promote)
-        # Every sample the phases send goes through ``_submit``.
+        # Every sample the phases send goes through ``Session.submit``.
         self.filing = Filing(self.session, self.ledger, self.bugs, self.scheduler,
-                             submit=self._submit, on_finding=on_finding)
+                             submit=self.session.submit, on_finding=on_finding)
         self.replay = ReplayPhase(self.session, self.ledger, self.bugs)
         self.generate = GeneratePhase(self.session, self.filing, self.bugs, self.scheduler,
-                                      submit=self._submit, on_progress=on_progress)
+                                      submit=self.session.submit, on_progress=on_progress)
         self.finish = FinishPhase(self.bugs, options.finish_s)
         self._on_start, self._on_phase = on_start, on_phase
         self._phase_name = Phase.START
@@ -139,63 +138,6 @@ class Campaign:
         ``Session.check_samples`` on this campaign's session (its report counts the witnesses)."""
         with self.session:
             return self.session.check_samples(samples, on_sample)
-
-    # -- one step at a time: the session and the phases, as tests drive them ----------
-    @property
-    def pool(self) -> Pool | None:
-        """The session's worker pool, once it runs."""
-        return self.session.pool
-
-    @pool.setter
-    def pool(self, pool: Pool | None) -> None:
-        """Run on ``pool`` (a test's fake, or one it opened)."""
-        self.session.pool = pool
-
-    @property
-    def triage(self) -> Triage | None:
-        """The session's triage, once its pool runs."""
-        return self.session.triage
-
-    @triage.setter
-    def triage(self, triage: Triage | None) -> None:
-        """Judge with ``triage`` (one over the pool a test set)."""
-        self.session.triage = triage
-
-    @property
-    def _flights(self) -> list[InFlight]:
-        return self.session.waiting
-
-    def _pool(self) -> Any:
-        options = self.options
-        bug_work = options.shrink or options.report
-        return self.session.open_pool(reserved=options.bug_workers if bug_work else 0)
-
-    def _submit(self, sample: Sample, targets: list[Target], index: int | None) -> InFlight:
-        return self.session.submit(sample, targets, index)
-
-    def _answered(self, flight: InFlight) -> InFlight:
-        return self.session.answered(flight)
-
-    def _take_answers(self, timeout: float | None = None) -> None:
-        self.session.take_answers(timeout)
-
-    def _run_sample(self, sample: Sample, targets: list[Target], file: bool) -> list[Finding]:
-        """All targets on one sample, checked now; ``file``: as a generated sample is."""
-        if not file:
-            return self.session.run_sample(sample, targets)
-        return self.filing.file(self._answered(self._submit(sample, targets, None)))
-
-    def _dispatch(self, sample: Sample) -> None:
-        self.generate.dispatch(sample)
-
-    def _drain(self) -> None:
-        self.generate.drain()
-
-    def _cut_at_deadline(self) -> None:
-        self.session.cut_queued()
-
-    def _check_draws(self, flight: InFlight, *judged: Any) -> None:
-        self.filing.check_draws(flight, *judged)
 
 
 def run_campaign(options: CampaignOptions,

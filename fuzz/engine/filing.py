@@ -34,8 +34,8 @@ from oracles.signature import bucket_for, flaky_key
 
 __all__ = ["Filing", "Submit"]
 
-# How a campaign queues a sample's jobs (``Session.submit``, through the
-# campaign so that one seam sees every sample it sends).
+# How a campaign queues a sample's jobs: its session's ``Session.submit``,
+# the one seam every sample it sends goes through.
 Submit = Callable[[Sample, list[Target], int | None], InFlight]
 
 

@@ -104,6 +104,11 @@ class Session:
                        cache_dir=options.cache_dir, cache_mb=options.cache_mb,
                        address=options.ray, gpu_workers=options.ray_gpu_workers)
 
+    def reserved_workers(self) -> int:
+        """Local workers held for bug work (``--bug-workers``), when there is bug work."""
+        options = self.options
+        return options.bug_workers if options.shrink or options.report else 0
+
     def attach(self, pool: Pool) -> None:
         """Run on ``pool`` (one the caller holds), with a triage over it."""
         self.pool, self.triage = pool, Triage(pool, self.options.tolerance)
@@ -112,7 +117,7 @@ class Session:
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(stop_signals())
-            self.attach(stack.enter_context(self.open_pool()))
+            self.attach(stack.enter_context(self.open_pool(reserved=self.reserved_workers())))
         except BaseException:
             stack.close()
             raise
