@@ -393,3 +393,66 @@ def test_the_road_form_fills_for_each_road(tmp_path: Path, target: str, mismatch
     road = {"onnxruntime": "onnxruntime", "turbine": "iree.turbine",
             "onnx-iree": "iree.compiler.tools.import_onnx.__main__"}
     assert road[next(k for k in road if target.startswith(k))] in imported, imported
+
+
+# -- one export or lowering bug, one bucket on every road --------------------------
+
+def test_the_exporters_own_failure_is_keyed_by_its_exception_not_its_advice() -> None:
+    """torch.onnx's error text opens with the step and advice every failure of
+    that step shares; the key must come from the exception it summarizes."""
+    from fuzz.targets.onnx_export import exception_summary
+
+    text = ("Failed to convert the exported program to an ONNX model. \x1b[96mThis is step "
+            "3/3\x1b[0m of exporting the model to ONNX. Next steps:\n- If there is a missing "
+            "ONNX function, implement it and register it.\n\n## Exception summary\n\n<class "
+            "'DispatchError'>: No ONNX function found for <OpOverload(op='quantized.x')>\n\n"
+            "(Refer to the full stack trace above for more information.)")
+    assert exception_summary(text) == ("<class 'DispatchError'>: No ONNX function found for "
+                                       "<OpOverload(op='quantized.x')>")
+    assert exception_summary("plain text") == "plain text"
+
+
+def _keys(names: list[str], sample: object, cache_dir: Path) -> dict[str, str]:
+    """Each target's failure key on ``sample``, with the owner blame would give it."""
+    from fuzz.targets.cache import ArtifactCache
+    from fuzz.triage.findings import stage_owner
+    from fuzz.workers.execute import execute
+    from oracles.signature import error_key
+
+    cache = ArtifactCache(cache_dir)
+    reference, eager = (execute(TARGETS[n], sample) for n in ("eager-f64", "eager"))  # type: ignore[arg-type]
+    keys = {}
+    for name in names:
+        result = execute(TARGETS[name], sample, cache=cache)  # type: ignore[arg-type]
+        outcome = judge(result, reference, eager)
+        owner = stage_owner(TARGETS[name], result, outcome)
+        keys[name] = error_key(outcome.verdict, owner, outcome.op, outcome.error)
+    return keys
+
+
+@pytest.mark.pipeline
+def test_a_torch_export_failure_is_one_key_on_the_fx_turbine_and_onnx_roads(
+        tmp_path: Path) -> None:
+    """A qint8 MLP fails torch.export: the FX road's non-strict call, turbine's
+    strict one and the ONNX exporter's first step are one bug, owned by torch.export."""
+    from tests.helpers import tiny_config, tiny_sample
+
+    sample = tiny_sample(tiny_config(quantize_mlp="qint8"))
+    keys = _keys(["iree-cpu-dyn", "turbine-iree-cpu", "onnx-iree-cpu",
+                  "onnx-iree-cpu-loopfree-dyn"], sample, tmp_path)
+    assert len(set(keys.values())) == 1, keys
+    assert keys["iree-cpu-dyn"].startswith("EXPORT_ERROR|torch.export|"), keys
+
+
+@pytest.mark.pipeline
+def test_an_op_without_a_torch_mlir_lowering_is_one_key_on_the_fx_and_turbine_roads(
+        tmp_path: Path) -> None:
+    """4-bit quantized bags reach IREE on turbine's road (its import does not
+    check torch-mlir's backend contract) and stop in torch-mlir's own lowering on
+    the FX road: the missing lowering is one key, torch-mlir's."""
+    from tests.helpers import tiny_config, tiny_sample
+
+    sample = tiny_sample(tiny_config(quantize_bits=4))
+    keys = _keys(["iree-torch", "turbine-iree-cpu"], sample, tmp_path)
+    assert len(set(keys.values())) == 1, keys
+    assert keys["iree-torch"].startswith("LOWERING_UNSUPPORTED_OP|torch-mlir"), keys

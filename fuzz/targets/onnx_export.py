@@ -11,10 +11,14 @@ it once; a failure of the exporter is cached and is ``torch.onnx``'s.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
+import logging
 import os
+import re
 import tempfile
-from typing import Any, Sequence
+import warnings
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -25,11 +29,14 @@ from fuzz.targets.versions import tool_versions
 from fuzz.targets import bags as forms
 from fuzz.targets.compiled import _through_cache
 
-__all__ = ["EXPORTER", "ONNX_IMPORT", "OnnxExported", "OnnxLowered", "exporter_of", "onnx_model", "export_module", "variant_of", "onnx_available"]
+__all__ = ["EXPORTER", "ONNX_IMPORT", "OnnxExported", "OnnxLowered", "exporter_of", "exception_summary", "onnx_model", "export_module", "variant_of", "onnx_available"]
 
 # The owner of the exporter's failures (and of a wrong answer every ONNX
 # executor computes alike: ``oracles.blame``).
 EXPORTER = "torch.onnx"
+
+# The owner of the exporter's first step (the FX road's ``torch.export`` call).
+TORCH_EXPORT = "torch.export"
 
 # The owner of the ONNX import and of torch-mlir's ONNX conversions.
 ONNX_IMPORT = "torch-mlir:onnx"
@@ -67,18 +74,34 @@ def variant_of(config: DLRMConfig, bags: str) -> str:
 def export_module(module: Any, args: tuple[Any, ...], dynamic_shapes: Any,
                   bags: str = "loop") -> bytes:
     """``torch.onnx.export(..., dynamo=True)`` of any module, as the bytes of
-    ``model.onnx``; an exporter failure is an export-stage ``StageFailure``."""
-    import torch
+    ``model.onnx``; an exporter failure is an export-stage ``StageFailure``.
 
+    The exporter's first step is ``torch.export.export(strict=False)``, the
+    FX road's own call. When that step fails, the exporter wraps the error in
+    a ``TorchExportError`` of its own words; the failure is then filed as
+    ``torch.export``'s, with the original exception (``_step_one_cause``),
+    so that one export bug is one bucket whichever road met it. The
+    exporter's warnings (a missing torchvision, renamed dynamic axes) would
+    otherwise lead every failure's captured text: they are silenced."""
+    import torch
 
     if bags == forms.LOOP_FREE:
         module = forms.loop_free(module)
+    step_one: list[BaseException] = []
 
     def export() -> bytes:
         # The exporter narrates each step on stdout; a worker's stdout is no place for it.
-        with contextlib.redirect_stdout(io.StringIO()):
-            program = torch.onnx.export(module, args, dynamo=True, dynamic_shapes=dynamic_shapes,
-                                        verbose=False, report=False)
+        with contextlib.redirect_stdout(io.StringIO()), _exporter_quiet():
+            try:
+                program = torch.onnx.export(module, args, dynamo=True,
+                                            dynamic_shapes=dynamic_shapes, verbose=False,
+                                            report=False)
+            except Exception as exc:
+                cause = _step_one_cause(exc)
+                if cause is None:
+                    raise
+                step_one.append(cause)
+                raise cause from None
         assert program is not None
         with tempfile.TemporaryDirectory(prefix="dlrm-fuzz-onnx-") as folder:
             path = os.path.join(folder, "model.onnx")
@@ -86,7 +109,54 @@ def export_module(module: Any, args: tuple[Any, ...], dynamic_shapes: Any,
             with open(path, "rb") as saved:
                 return saved.read()
 
-    return run_stage("export", export)
+    try:
+        return run_stage("export", export)
+    except StageFailure as failure:
+        if step_one:  # torch.export's own failure, as the FX road files it
+            failure.failure = dataclasses.replace(failure.failure, owner=TORCH_EXPORT)
+        else:  # the exporter's own: its exception summary, not its advice
+            failure.failure = dataclasses.replace(
+                failure.failure, message=exception_summary(failure.failure.message))
+        raise
+
+
+# The exporter's error text: a header naming the step, advice, then
+# "## Exception summary" and the exception itself, then a pointer to the stack.
+_SUMMARY = re.compile(r"## Exception summary\s*(.*?)\s*(?:\(Refer to the full stack trace|$)",
+                      re.DOTALL)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def exception_summary(message: str) -> str:
+    """The exception the exporter reports (``<class 'X'>: text``) without its
+    step header and advice, which every failure of a step shares and which
+    would make all of them one bucket; the message itself when it has none."""
+    found = _SUMMARY.search(_ANSI.sub("", message))
+    return found.group(1).strip() if found and found.group(1).strip() else message
+
+
+def _step_one_cause(error: BaseException) -> BaseException | None:
+    """The ``torch.export`` exception behind the exporter's ``TorchExportError``
+    (its first step failed), else None."""
+    if type(error).__name__ == "TorchExportError" and error.__cause__ is not None:
+        return error.__cause__
+    return None
+
+
+@contextlib.contextmanager
+def _exporter_quiet() -> Iterator[None]:
+    """The exporter's loggers at ERROR and Python warnings off, for one export."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
 
 
 def onnx_model(config: DLRMConfig, seed: int, dynamic: bool, example: Sequence[np.ndarray],

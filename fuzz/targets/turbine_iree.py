@@ -13,6 +13,8 @@ computes (``oracles.blame``) is ``iree-turbine``'s.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -22,12 +24,18 @@ from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache, cache_key
 from fuzz.targets.compiled import _through_cache
 from fuzz.targets.fx_iree import IreeTarget
-from fuzz.targets.pipeline import Timer, run_stage
+from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.versions import tool_versions
 
 __all__ = ["TurbineIreeTarget", "TURBINE", "turbine_mlir"]
 
 TURBINE = "iree-turbine"
+
+# torch-mlir's torch-dialect lowering, which owns an op it cannot legalize.
+TORCH_MLIR_TORCH = "torch-mlir:torch"
+# An op without a torch-mlir lowering, as iree-compile's torch input says it
+# (an ``onnx.*`` one is the ONNX road's: ``fuzz.targets.onnx_iree``).
+_UNLOWERED = re.compile(r"failed to legalize operation 'torch\.operator'(?!.*name = \"onnx\.)")
 
 
 def turbine_mlir(module: Any, args: tuple[Any, ...], dynamic_shapes: Any) -> str:
@@ -36,8 +44,16 @@ def turbine_mlir(module: Any, args: tuple[Any, ...], dynamic_shapes: Any) -> str
     IREE's FX import (import); the torch-dialect MLIR text."""
     import torch
 
-    exported = run_stage("export", lambda: torch.export.export(
-        module, args, dynamic_shapes=dynamic_shapes, strict=True))
+    try:
+        exported = run_stage("export", lambda: torch.export.export(
+            module, args, dynamic_shapes=dynamic_shapes, strict=True))
+    except StageFailure:
+        # Where the FX road's non-strict export fails as well, that failure is
+        # the bug (one bucket for both roads); only a strict-only failure is
+        # filed in turbine's own words.
+        run_stage("export", lambda: torch.export.export(
+            module, args, dynamic_shapes=dynamic_shapes, strict=False))
+        raise
 
     def imported() -> str:
         from iree.turbine import aot
@@ -122,6 +138,21 @@ class TurbineIreeTarget(IreeTarget):
                      timer: Timer) -> str:
         """Any module by the same road (localization's instrumented program)."""
         return timer.measure("import", lambda: turbine_mlir(module, example_args, dynamic_shapes))
+
+    def compile_program(self, mlir: str, timer: Timer, cache: ArtifactCache | None) -> Any:
+        """IREE's compile; a ``torch.operator`` (an op torch-mlir has no
+        lowering for) that IREE's torch input could not legalize is filed as
+        the FX road files it: torch-mlir's, at the lowering (on that road
+        torch-mlir's own import refuses it before IREE sees it), so one
+        missing lowering is one bucket on both roads."""
+        try:
+            return super().compile_program(mlir, timer, cache)
+        except StageFailure as failure:
+            if failure.stage.value != "compile" or not _UNLOWERED.search(failure.message):
+                raise
+            moved = StageFailure("import", failure.error_type, failure.message)
+            moved.failure = dataclasses.replace(moved.failure, owner=TORCH_MLIR_TORCH)
+            raise moved from failure
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         """Keep the torch-dialect program turbine produced."""
