@@ -59,6 +59,11 @@ NORMALIZERS: tuple[tuple[re.Pattern[str], _Replacement], ...] = (
     (re.compile(r"(?:[\w.+-]*/)+[\w.+-]+\.(?:py|mlir|c|cc|cpp|cxx|h|hpp|inc)\b(?::\d+)*"),
      "<src>"),
     (re.compile(r"<stdin>(?::\d+)+"), "<src>"),
+    # ONNX value and node names the exporter numbers (val_39, node_GatherND_41,
+    # n19_12, n3_84_n3_83_n4_55): numbering follows the graph.
+    (re.compile(r"\bval_\d+\b"), "val"),
+    (re.compile(r"\bnode_([A-Za-z]+)_\d+\b"), r"node_\1"),
+    (re.compile(r"\bn\d+(?:_n?\d+)+\b"), "n"),
     # SSA values (%12, %arg3, %result0, %63:4): numbering follows the program.
     # Before the ordinal rule, which would otherwise eat the 3 of %arg3.
     (re.compile(r"%[\w.#-]+(?::\d+)?"), "%v"),

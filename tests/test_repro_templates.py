@@ -26,7 +26,8 @@ from tests.test_repro import (INT32, VULKAN_EMPTY, WEIGHTED, empty_table_sample,
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "fuzz" / "reports" / "repro" / TEMPLATES
 FORMS = ("single_op", "op_failure", "model", "road")
-PARTS = ("prelude", "attempt", "vulkan_host", "model_program", "judge", "ending", "iree_load")
+PARTS = ("prelude", "attempt", "vulkan_host", "model_program", "judge", "ending", "iree_load",
+         "supervised")
 
 
 def test_the_templates_are_the_forms_and_their_parts() -> None:

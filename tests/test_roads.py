@@ -37,15 +37,24 @@ def test_every_road_in_the_table_static_dynamic_and_loop_free() -> None:
 def test_owners_of_each_road() -> None:
     cpu, ort, ref, turbine = resolve_targets(["onnx-iree-cpu-loopfree", "onnxruntime",
                                               "onnx-refbackend", "turbine-iree-cpu"])
-    # The loop-free variant's export names the variant, never the model as written.
+    # An export failure is the exporter's whichever bag form it exported (the
+    # variant's quantized bags are the plain form's: one bucket); a wrong answer
+    # names the variant (upstream), never the model as written.
     assert [cpu.owner(s) for s in ("export", "import", "compile", "run")] == \
-        ["torch.onnx[loop-free]", "torch-mlir:onnx", "iree:llvm-cpu", "iree:llvm-cpu"]
+        ["torch.onnx", "torch-mlir:onnx", "iree:llvm-cpu", "iree:llvm-cpu"]
+    assert cpu.upstream == "torch.onnx[loop-free]"
     assert ref.owner("export") == "torch.onnx"
     assert cpu.lowering_owner == ref.lowering_owner == "torch-mlir:onnx"
     assert ref.owner("run") == "torch-mlir:refbackend"
     assert [ort.owner(s) for s in ("export", "compile", "run")] == \
         ["torch.onnx", "onnxruntime", "onnxruntime"]
     assert ort.lowering_owner == "torch.onnx"
+    # A file onnxruntime refuses as breaking the ONNX spec is the exporter's.
+    from fuzz.targets.onnx_runtime import invalid_model
+    assert invalid_model("[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. "
+                         "Type Error: Type 'tensor(int32)' of input parameter (val_39) of "
+                         "operator (GatherND) in node (node_GatherND_41) is invalid.")
+    assert not invalid_model("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code")
     # turbine's compile errors are iree-torch's (one bucket): same backend owner.
     assert [turbine.owner(s) for s in ("export", "import")] == ["torch.export", "iree-turbine"]
     assert turbine.owner("compile") == TARGETS["iree-torch"].owner("compile")
@@ -456,3 +465,34 @@ def test_an_op_without_a_torch_mlir_lowering_is_one_key_on_the_fx_and_turbine_ro
     keys = _keys(["iree-torch", "turbine-iree-cpu"], sample, tmp_path)
     assert len(set(keys.values())) == 1, keys
     assert keys["iree-torch"].startswith("LOWERING_UNSUPPORTED_OP|torch-mlir"), keys
+
+
+@pytest.mark.pipeline
+def test_a_hang_on_a_road_is_reproduced_by_a_supervised_child(tmp_path: Path) -> None:
+    """A TIMEOUT on turbine's road: the road form runs its stages in a child of
+    itself (a process cannot report its own hang) and exits 1 when the child is
+    still busy after the fuzzer's limit, here less than the stages take."""
+    from fuzz.reports.repro import write_repro
+    from oracles.results import Stage
+    from tests.helpers import tiny_config, tiny_sample
+    from tests.test_repro import make_entry
+
+    signature = "TIMEOUT|iree:llvm-cpu(torch input)|no answer within Ns (stage compile); worker killed"
+    entry = make_entry(tiny_sample(tiny_config()), signature, "turbine-iree-cpu",
+                       ("turbine-iree-cpu",), stage=Stage.COMPILE,
+                       error="no answer within 0.5s (stage compile); worker killed")
+    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert repro.kind == "road" and "HANG = 0.5" in (tmp_path / "repro.py").read_text()
+    assert repro.exit_code == 1 and "compile hung: no answer within 0.5 s" in repro.output, repro
+
+
+@pytest.mark.pipeline
+def test_a_file_onnxruntime_finds_invalid_is_the_exporters_export_error(tmp_path: Path) -> None:
+    """With int32 indices the exporter writes the loop-free bag's gather as a
+    GatherND on int32 indices, which the ONNX spec does not allow: onnxruntime
+    refuses the file, and the fault is filed as the exporter's."""
+    from tests.helpers import tiny_config, tiny_sample
+
+    sample = tiny_sample(tiny_config(index_dtype="int32"))
+    (key,) = _keys(["onnxruntime-loopfree-dyn"], sample, tmp_path).values()
+    assert key.startswith("EXPORT_ERROR|torch.onnx|") and "GatherND" in key, key

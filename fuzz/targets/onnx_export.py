@@ -192,7 +192,11 @@ class OnnxExported:
 
     @property
     def upstream(self) -> str:
-        """The frontend before the lowering: the exporter (``oracles.blame``)."""
+        """The frontend before the lowering, as blame names it for a wrong
+        answer (``oracles.blame``): the exporter, or the exporter of the
+        loop-free variant. An export *failure* is the exporter's whichever
+        form it exported (``owner``): the variant only rewrites bags, and
+        torch.onnx failing on a valid PyTorch program is torch.onnx's bug."""
         return exporter_of(self.bags)
 
     @property
@@ -220,7 +224,7 @@ class OnnxLowered(OnnxExported):
     def owner(self, stage: str) -> str:
         """The export is the exporter's, the import torch-mlir's ONNX importer's."""
         if stage in ("build", "export"):
-            return self.upstream
+            return EXPORTER
         if stage == "import":
             return ONNX_IMPORT
         return self.backend_owner  # type: ignore[attr-defined,no-any-return]

@@ -10,6 +10,8 @@ reason kept with the result) rather than filed as a bug per op.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Sequence, cast
 
@@ -17,11 +19,11 @@ import numpy as np
 
 from fuzz.model.config import DLRMConfig
 from fuzz.targets.cache import ArtifactCache
-from fuzz.targets.onnx_export import OnnxExported, export_module, onnx_model
-from fuzz.targets.pipeline import Timer, run_stage
+from fuzz.targets.onnx_export import EXPORTER, OnnxExported, export_module, onnx_model
+from fuzz.targets.pipeline import StageFailure, Timer, run_stage
 from fuzz.targets.target import Target
 
-__all__ = ["OnnxRuntimeTarget", "ONNXRUNTIME", "unsupported_reason"]
+__all__ = ["OnnxRuntimeTarget", "ONNXRUNTIME", "unsupported_reason", "invalid_model"]
 
 ONNXRUNTIME = "onnxruntime"
 
@@ -70,8 +72,9 @@ class OnnxRuntimeTarget(OnnxExported, Target):
         return ok, why
 
     def owner(self, stage: str) -> str:
-        """The export is the exporter's; loading and running the file onnxruntime's."""
-        return self.upstream if stage in ("build", "export", "import") else ONNXRUNTIME
+        """The export is the exporter's (a file onnxruntime finds invalid
+        included: ``compile``); loading and running a valid file onnxruntime's."""
+        return EXPORTER if stage in ("build", "export", "import") else ONNXRUNTIME
 
     @property
     def lowering_owner(self) -> str:
@@ -101,10 +104,10 @@ class OnnxRuntimeTarget(OnnxExported, Target):
     def compile_module(self, module: Any, example_args: tuple[Any, ...], dynamic_shapes: Any,
                        timer: Timer, cache: ArtifactCache | None = None) -> Any:
         """Any module by the same road (localization's instrumented program)."""
-
         model = timer.measure("export", lambda: export_module(module, example_args, dynamic_shapes,
                                                               self.bags))
         return timer.measure("compile", lambda: _session(model))
+
 
     def run(self, artifact: Any, inputs: Sequence[np.ndarray], timer: Timer) -> list[np.ndarray]:
         """``session.run`` on the flat inputs, matched to the graph's inputs in order."""
@@ -137,4 +140,21 @@ def _session(model: bytes) -> _Session:
                                        providers=["CPUExecutionProvider"])
         return _Session(session, tuple(i.name for i in session.get_inputs()))
 
-    return run_stage("compile", load)
+    try:
+        return run_stage("compile", load)
+    except StageFailure as failure:
+        if not invalid_model(failure.message):
+            raise
+        # The file breaks the ONNX spec (a type an op does not take, a type
+        # inference conflict): the exporter wrote it, whoever reads it first.
+        moved = StageFailure("export", failure.error_type, failure.message)
+        raise moved from failure
+
+
+# onnxruntime's words for a file that breaks the ONNX spec (checker, type inference).
+_INVALID_MODEL = re.compile(r"INVALID_GRAPH|INVALID_PROTOBUF|TypeInferenceError|Type Error")
+
+
+def invalid_model(message: str) -> bool:
+    """Whether onnxruntime refused to load a model for breaking the ONNX spec."""
+    return bool(_INVALID_MODEL.search(message))

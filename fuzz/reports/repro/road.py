@@ -24,7 +24,7 @@ from fuzz.targets.catalog import TARGETS, Target
 from fuzz.targets.onnx_iree import OnnxRoad
 from fuzz.targets.onnx_refbackend import OnnxRefBackendTarget
 from fuzz.targets.onnx_runtime import OnnxRuntimeTarget
-from fuzz.targets.turbine_iree import TurbineIreeTarget
+from fuzz.targets.turbine_iree import TORCH_MLIR_TORCH, TurbineIreeTarget
 from oracles.results import Stage
 from oracles.verdict import Verdict
 from fuzz.targets import bags
@@ -109,7 +109,10 @@ def _road_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
     error = entry.verdict is not Verdict.MISMATCH
     # An onnx.* op iree-compile cannot convert is filed as the import's
     # failure (fuzz.targets.onnx_iree): the script compiles to see it.
-    in_compile = road == "onnx_iree" and error and stage is Stage.IMPORT
+    # So is, on turbine's road, an op torch-mlir has no lowering for
+    # (fuzz.targets.turbine_iree: IREE's torch input meets it at compile).
+    in_compile = error and stage is Stage.IMPORT and (
+        road == "onnx_iree" or (road == "turbine" and entry.owner == TORCH_MLIR_TORCH))
     iree = road != "onnxruntime"
     lowering = error and stage in (Stage.EXPORT, Stage.IMPORT) and not in_compile
     at_compile = error and (stage is Stage.COMPILE or in_compile)

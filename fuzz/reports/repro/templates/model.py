@@ -3,7 +3,7 @@
 #| program-input weights in weights.npz), exported, lowered, compiled and run
 #| with the target's own flags; a failure exits 1 at its stage, a wrong answer
 #| is judged per batch against a float64 twin. Sections: the prelude's;
-#| crash / hang (a child runs the stages, supervised); weights_inputs /
+#| supervised's crash / hang (a child runs the stages); weights_inputs /
 #| weights_inline; plain_batches / laid_out (the inputs' layout); vulkan,
 #| read_back (a result comes back from the device), to_host (another IREE
 #| device); static / dynamic_lists / dynamic_general with stacked / fixed /
@@ -24,32 +24,7 @@ BACKEND = ''  # @value: backend
 FLAGS: list[str] = []  # the target's compile flags  @value: flags
 DRIVER = ''  # @value: driver
 # @end: iree
-# @if: crash
-CRASH = 0  # the signal the toolchain dies of  @value: crash_signal
-# @end: crash
-# @if: hang
-HANG = 0.0  # seconds the fuzzer waited before calling it a hang  @value: hang_s
-# @end: hang
-# @if: supervised
-if os.environ.get('REPRO_CHILD') != '1':  # the stages run in a child: the bug takes it down
-    import subprocess
-    # @if: crash
-    child = subprocess.run([sys.executable, *sys.orig_argv[1:]], env={**os.environ, 'REPRO_CHILD': '1'})
-    if child.returncode == -CRASH:
-        print(f'{STAGE} crashed: signal {CRASH}')
-        print('signature:', SIGNATURE)
-        sys.exit(1)
-    # @end: crash
-    # @if: hang
-    try:
-        child = subprocess.run([sys.executable, *sys.orig_argv[1:]], env={**os.environ, 'REPRO_CHILD': '1'}, timeout=HANG)
-    except subprocess.TimeoutExpired:
-        print(f'{STAGE} hung: no answer within {HANG:g} s')
-        print('signature:', SIGNATURE)
-        sys.exit(1)
-    # @end: hang
-    sys.exit(child.returncode if child.returncode in (0, 2) else 2)
-# @end: supervised
+from .supervised import *  # @include
 from .model_program import *  # @include
 # @if: static
 ep = attempt('export', lambda: torch.export.export(model, example))

@@ -7,7 +7,7 @@
 #| exits 1 at its stage, a wrong answer is judged per batch against a float64
 #| twin. iree-compile runs torch-mlir's ONNX conversions: an onnx.* op it
 #| cannot convert is the fuzzer's import failure (COMPILE_STAGE names it so).
-#| Sections: model_program's; onnx_iree / onnxruntime / turbine; compiles, runs,
+#| Sections: supervised's (crash / hang); model_program's; onnx_iree / onnxruntime / turbine; compiles, runs,
 #| fails_at_run, judges, stops_after_import, stops_after_compile, fails; scaled.
 """Repro: the shrunk DLRM on the road ${road_words}.
 ${signature}
@@ -23,6 +23,7 @@ FLAGS: list[str] = []  # the target's compile flags  @value: flags
 DRIVER = ''  # @value: driver
 COMPILE_STAGE = 'compile'  # the stage iree-compile's failure is filed under  @value: compile_stage
 # @end: iree
+from .supervised import *  # @include
 from .model_program import *  # @include
 # @if: static
 spec = None
