@@ -80,8 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                           "are copied into it first (default without --corpus: corpus/, the "
                           "committed regression suite, when it exists)")
     run.add_argument("--targets", default=None,
-                     help="comma-separated targets (default: every target available here; "
-                          "see `dlrm-fuzz targets`)")
+                     help="comma-separated targets or groups: 'default' (every target "
+                          "available here, what runs without --targets), 'roads' (one target "
+                          "per road into IREE and owner); see `dlrm-fuzz targets`")
     _plugin_option(run)
     _toolchain_option(run)
     run.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,

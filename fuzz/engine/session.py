@@ -29,7 +29,7 @@ from fuzz.model.sample import Sample
 from fuzz.store import corpus
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import (EAGER, REFERENCE, TARGETS, Target, available_targets,
-                                  resolve_targets)
+                                  expand_groups, resolve_targets)
 from fuzz.triage.findings import Finding, Triage
 from fuzz.workers.interface import HarnessError, HarnessFault, Pool
 from fuzz.workers.pool import WorkerPool
@@ -340,7 +340,8 @@ class Session:
 
 def _resolved_targets(options: CampaignOptions, table: dict[str, Target]) -> list[Target]:
     """The targets ``options`` name (None: every one available here), checked."""
-    names = options.targets if options.targets is not None else available_targets(table)
+    names = expand_groups(options.targets, table) if options.targets is not None \
+        else available_targets(table)
     if options.ray is None:
         return resolve_targets(names, table, check_available=True)
     # GPU targets run on the cluster's GPU actors, not on this machine.

@@ -33,7 +33,7 @@ from fuzz.targets.target import EagerTarget, Target, UnavailableTarget, UnknownT
 
 __all__ = ["Target", "EagerTarget", "CompiledTarget", "IreeTarget", "VulkanTarget", "RefBackendTarget",
            "FakeTarget", "FakeWrongOpTarget", "TurbineIreeTarget", "OnnxIreeTarget",
-           "OnnxVulkanTarget", "OnnxRefBackendTarget", "OnnxRuntimeTarget", "TARGETS", "BY_NAME_ONLY", "ROAD_TARGETS", "DEFAULT_ROAD_CANDIDATES", "FAKE_TARGETS", "UnknownTarget", "UnavailableTarget",
+           "OnnxVulkanTarget", "OnnxRefBackendTarget", "OnnxRuntimeTarget", "TARGETS", "BY_NAME_ONLY", "ROAD_TARGETS", "DEFAULT_ROAD_CANDIDATES", "FAKE_TARGETS", "TARGET_GROUPS", "expand_groups", "UnknownTarget", "UnavailableTarget",
            "resolve_targets", "available_targets", "REFERENCE", "EAGER"]
 
 _CPU = ("--iree-llvmcpu-target-cpu=host",)
@@ -166,6 +166,23 @@ def available_targets(table: dict[str, Target]) -> list[str]:
             if name not in _REFERENCES and name not in BY_NAME_ONLY and target.availability()[0]]
 
 
+# Names ``--targets`` takes for a set of targets: ``default`` is the default
+# campaign's (what runs here), ``roads`` the road targets measured as one per
+# road and owner (README "Roads into IREE"): ``--targets default,roads``.
+TARGET_GROUPS = ("default", "roads")
+
+
+def expand_groups(names: Sequence[str], table: dict[str, Target]) -> list[str]:
+    """``names`` with each group name (``TARGET_GROUPS``) replaced by its
+    targets, in order, each target once."""
+    expanded: list[str] = []
+    for name in names:
+        members = available_targets(table) if name == "default" else \
+            sorted(DEFAULT_ROAD_CANDIDATES) if name == "roads" else [name]
+        expanded += [m for m in members if m not in expanded]
+    return expanded
+
+
 def resolve_targets(names: Sequence[str], table: dict[str, Target] | None = None,
                     check_available: bool = False) -> list[Target]:
     """Targets by name; an unknown or unavailable one is a one-line error."""
@@ -175,7 +192,8 @@ def resolve_targets(names: Sequence[str], table: dict[str, Target] | None = None
         target = table.get(name) or FAKE_TARGETS.get(name)
         if target is None:
             raise UnknownTarget(f"target={name!r}: unknown; choose from "
-                                f"{', '.join(sorted(table))} (see `dlrm-fuzz targets`)")
+                                f"{', '.join(sorted(table))}, or a group: "
+                                f"{', '.join(TARGET_GROUPS)} (see `dlrm-fuzz targets`)")
         if check_available:
             ok, why = target.availability()
             if not ok:
