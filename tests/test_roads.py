@@ -185,6 +185,33 @@ def test_loop_free_model_equals_the_model_and_max_keeps_the_bag() -> None:
     assert not ok and "max" in why
 
 
+def test_an_exported_graphs_bags_take_the_loop_free_form_too() -> None:
+    """Localization re-exports the model's ATen graph (intermediates exposed)
+    by the target's road: on a loop-free target its bag nodes must take the
+    variant's form, as the target's program did, or the ONNX file holds the
+    Loop the target never compiled (localization then always failed on it)."""
+    import onnx
+    import torch
+
+    from fuzz.model.recipe import recipe
+    from fuzz.targets import bags
+    from fuzz.targets.onnx_export import export_module
+    from tests.helpers import tiny_config, tiny_sample
+
+    for config in (tiny_config(pooling="mean"),
+                   tiny_config(padding_idx=0, weighted_pooling="fixed")):
+        sample = tiny_sample(config)
+        module, args, spec = recipe(config, sample.seed, True, sample.batches[0].flat(),
+                                    lambda name, fn: fn())
+        exported = torch.export.export(module, args, dynamic_shapes=spec)
+        with torch.inference_mode():
+            want = exported.module()(*args)
+            got = bags.loop_free(exported.module())(*args)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        model = onnx.load_from_string(export_module(exported.module(), args, spec, bags.LOOP_FREE))
+        assert "Loop" not in {node.op_type for node in model.graph.node}, config
+
+
 # -- the real roads --------------------------------------------------------------
 
 def _judged(names: list[str], cache_dir: Path) -> dict[str, tuple[object, object]]:
@@ -504,3 +531,18 @@ def test_a_file_onnxruntime_finds_invalid_is_the_exporters_export_error(tmp_path
     sample = tiny_sample(tiny_config(index_dtype="int32"))
     (key,) = _keys(["onnxruntime-loopfree-dyn"], sample, tmp_path).values()
     assert key.startswith("EXPORT_ERROR|torch.onnx|") and "GatherND" in key, key
+
+
+@pytest.mark.pipeline
+@pytest.mark.slow
+def test_localization_takes_the_loop_free_road_on_a_loop_free_target() -> None:
+    """The instrumented program compiles and runs by the loop-free ONNX road
+    (it failed on the onnx.Loop before): a healthy sample is "nothing to
+    localize", judged on every intermediate."""
+    from fuzz.triage.localize import OWN_PROGRAM_MATCHES, first_divergent_op
+    from tests.helpers import tiny_config, tiny_sample
+
+    found = first_divergent_op(TARGETS["onnx-iree-cpu-loopfree"],
+                               tiny_sample(tiny_config(sigmoid_top=0)), 0)
+    assert found.note == OWN_PROGRAM_MATCHES, found
+    assert found.details["intermediates"] > 0

@@ -83,6 +83,33 @@ def pool(input: Any, weight: Any, offsets: Any = None, max_norm: Any = None,
     return pooled
 
 
+# The bag op as an exported ATen graph calls it (localization's instrumented
+# program is such a graph, re-exported by the road): it must take the variant's
+# form too, or it would export the Loop the target never compiled.
+_ATEN_BAGS = ("aten.embedding_bag.padding_idx", "aten.embedding_bag.default")
+_MODES = ("sum", "mean", "max")
+
+
+def _aten_bag(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """An ATen ``embedding_bag`` call answered by ``pool``: its outputs
+    (pooled, offset2bag, bag_size, max_indices), the last three empty (a
+    DLRM graph reads only the first). ``max`` mode keeps the op."""
+    import torch
+
+    names = [a.name for a in func._schema.arguments]
+    bound = dict(zip(names, args), **kwargs)
+    mode = _MODES[int(bound.get("mode", 0))]
+    if mode == "max":
+        return func(*args, **kwargs)
+    padding = bound.get("padding_idx")
+    pooled = pool(bound["indices"], bound["weight"], bound["offsets"], mode=mode,
+                  per_sample_weights=bound.get("per_sample_weights"),
+                  include_last_offset=bool(bound.get("include_last_offset", False)),
+                  padding_idx=None if padding is None or padding < 0 else int(padding))
+    empty = torch.zeros(0, dtype=torch.int64)
+    return pooled, empty, empty, empty
+
+
 def _in_loop_free_mode(forward: Callable[..., Any]) -> Callable[..., Any]:
     """``forward`` with every ``F.embedding_bag`` it calls answered by ``pool``."""
     import torch.nn.functional as F
@@ -93,6 +120,8 @@ def _in_loop_free_mode(forward: Callable[..., Any]) -> Callable[..., Any]:
                                kwargs: Any = None) -> Any:
             if func is F.embedding_bag:
                 return pool(*args, **(kwargs or {}))
+            if str(func) in _ATEN_BAGS:
+                return _aten_bag(func, args, kwargs or {})
             return func(*args, **(kwargs or {}))
 
     # functools.wraps keeps the signature torch.export reads (inspect follows __wrapped__).
@@ -106,6 +135,34 @@ def _in_loop_free_mode(forward: Callable[..., Any]) -> Callable[..., Any]:
 
 def loop_free(module: Any) -> Any:
     """``module`` (the recipe's, owned by the caller: a fresh build) with its
-    forward computing every bag loop-free; the same module is returned."""
+    forward computing every bag loop-free; the same module is returned. An
+    ATen graph (localization's instrumented program) has its bag nodes
+    rewritten: ``torch.export`` retraces a ``GraphModule`` without the
+    function mode seeing its op calls."""
+    import torch.fx
+
+    if isinstance(module, torch.fx.GraphModule):
+        for node in module.graph.nodes:
+            if node.op == "call_function" and str(node.target) in _ATEN_BAGS:
+                node.target = _GRAPH_BAGS[str(node.target)]
+        module.recompile()
     module.forward = _in_loop_free_mode(module.forward)
     return module
+
+
+def loop_free_bag_padding_idx(*args: Any, **kwargs: Any) -> Any:
+    """``aten.embedding_bag.padding_idx`` as a rewritten graph node calls it."""
+    import torch
+
+    return _aten_bag(torch.ops.aten.embedding_bag.padding_idx, args, kwargs)
+
+
+def loop_free_bag_default(*args: Any, **kwargs: Any) -> Any:
+    """``aten.embedding_bag.default`` as a rewritten graph node calls it."""
+    import torch
+
+    return _aten_bag(torch.ops.aten.embedding_bag.default, args, kwargs)
+
+
+_GRAPH_BAGS = {"aten.embedding_bag.padding_idx": loop_free_bag_padding_idx,
+               "aten.embedding_bag.default": loop_free_bag_default}
