@@ -87,7 +87,8 @@ def pool(input: Any, weight: Any, offsets: Any = None, max_norm: Any = None,
 # program is such a graph, re-exported by the road): it must take the variant's
 # form too, or it would export the Loop the target never compiled.
 _ATEN_BAGS = ("aten.embedding_bag.padding_idx", "aten.embedding_bag.default")
-_MODES = ("sum", "mean", "max")
+# ATen's number for max pooling (``F.embedding_bag``'s own table: 0 sum, 1 mean, 2 max).
+_ATEN_MAX, _ATEN_MEAN = 2, 1
 
 
 def _aten_bag(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -98,11 +99,12 @@ def _aten_bag(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
 
     names = [a.name for a in func._schema.arguments]
     bound = dict(zip(names, args), **kwargs)
-    mode = _MODES[int(bound.get("mode", 0))]
-    if mode == "max":
+    mode = int(bound.get("mode", 0))
+    if mode == _ATEN_MAX:
         return func(*args, **kwargs)
     padding = bound.get("padding_idx")
-    pooled = pool(bound["indices"], bound["weight"], bound["offsets"], mode=mode,
+    pooled = pool(bound["indices"], bound["weight"], bound["offsets"],
+                  mode="mean" if mode == _ATEN_MEAN else "sum",
                   per_sample_weights=bound.get("per_sample_weights"),
                   include_last_offset=bool(bound.get("include_last_offset", False)),
                   padding_idx=None if padding is None or padding < 0 else int(padding))
