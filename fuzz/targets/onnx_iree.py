@@ -13,7 +13,6 @@ of the compile and the run are the IREE backend's.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import re
@@ -107,9 +106,7 @@ class OnnxRoad(OnnxLowered):
             return super().compile_program(mlir, timer, cache)  # type: ignore[misc]
         except StageFailure as failure:
             if failure.stage.value == "compile" and unconverted_onnx_op(failure.message):
-                moved = StageFailure("import", failure.error_type, failure.message)
-                moved.failure = dataclasses.replace(moved.failure, owner=ONNX_IMPORT)
-                raise moved from failure
+                raise failure.refiled("import", owner=ONNX_IMPORT) from failure
             raise
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:

@@ -147,8 +147,7 @@ def _session(model: bytes) -> _Session:
             raise
         # The file breaks the ONNX spec (a type an op does not take, a type
         # inference conflict): the exporter wrote it, whoever reads it first.
-        moved = StageFailure("export", failure.error_type, failure.message)
-        raise moved from failure
+        raise failure.refiled("export") from failure
 
 
 # onnxruntime's words for a file that breaks the ONNX spec (checker, type inference).

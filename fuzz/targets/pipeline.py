@@ -48,6 +48,12 @@ class StageFailure(Exception):
         exc.failure = failure
         return exc
 
+    def refiled(self, stage: str, owner: str | None = None) -> "StageFailure":
+        """The same failure filed under another ``stage`` (and ``owner``): where
+        a road knows better than the stage it surfaced in whose fault it is."""
+        return StageFailure.of(dataclasses.replace(self.failure, stage=Stage.parse(stage),
+                                                   owner=owner or self.failure.owner))
+
     @property
     def stage(self) -> Stage:
         """Which pipeline stage failed, which decides the owner and the bucket."""

@@ -13,7 +13,6 @@ computes (``oracles.blame``) is ``iree-turbine``'s.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -150,9 +149,7 @@ class TurbineIreeTarget(IreeTarget):
         except StageFailure as failure:
             if failure.stage.value != "compile" or not _UNLOWERED.search(failure.message):
                 raise
-            moved = StageFailure("import", failure.error_type, failure.message)
-            moved.failure = dataclasses.replace(moved.failure, owner=TORCH_MLIR_TORCH)
-            raise moved from failure
+            raise failure.refiled("import", owner=TORCH_MLIR_TORCH) from failure
 
     def artifact_texts(self, artifact: Any) -> dict[str, str]:
         """Keep the torch-dialect program turbine produced."""
