@@ -311,3 +311,26 @@ def test_real_weighted_pooling_mismatch_shrinks_to_one_index() -> None:
     ablation = ablate(start, mismatch, budget_s=60)
     print(json.dumps({k: v for k, v in ablation.to_dict().items() if k != "config"}))
     assert ablation.minimal == ("weighted_pooling=learned",)
+
+
+def test_a_big_qr_table_is_cut_to_its_threshold_in_one_step() -> None:
+    """A table of a million QR rows whose fault needs the QR path and a
+    non-empty bag is cut straight to the fewest rows that keep it QR
+    (threshold + 1): halving toward the threshold took ~14 compiles of a
+    table that makes each one slow (a Vulkan case shrinking at 0.2 steps/s)."""
+    from fuzz.triage.shrink_passes import _rows
+
+    config = tiny_config(qr_flag=True, qr_threshold=200, qr_collisions=4, ln_emb=(1_000_000,),
+                         ln_top=(5, 1))
+    sample = tiny_sample(config)  # its bags hit the last row
+    assert [c.config.ln_emb for c in _rows(sample) if c is not None][0] == (201,)
+    calls: list[int] = []
+
+    def qr_bug(s: Sample) -> bool:  # the QR path, on a high index (not the skeleton's 0)
+        calls.append(s.config.ln_emb[0])
+        return s.config.table_kind(0) == "qr" and \
+            any(int(b.indices[0].max(initial=0)) >= 100 for b in s.batches)
+
+    result = shrink(sample, qr_bug, budget_s=60)
+    assert result.sample.config.ln_emb == (201,) and result.stopped == "fixpoint"
+    assert len([rows for rows in calls if 201 < rows < 1_000_000]) == 0, calls

@@ -101,9 +101,30 @@ def _unused_rows(s: Sample) -> Candidates:
         yield edits.fewer_rows(s, k, _used_rows(s, k))
 
 
+def _kind_floor(s: Sample, k: int) -> int | None:
+    """The fewest rows table ``k`` can have and keep its kind (a QR or MD
+    table needs more rows than its threshold, a padding index a row for
+    it); None for a plain or quantized table (one row keeps it)."""
+    config = s.config
+    kind = config.table_kind(k)
+    if kind == "qr":
+        return config.qr_threshold + 1
+    if kind == "md":
+        return config.md_threshold + 1
+    return None
+
+
 def _rows(s: Sample) -> Candidates:
+    """The rows the bags use, then the fewest that keep the table's kind
+    (a QR case of 3.3 million rows otherwise halves toward its threshold
+    one compile at a time: ~14 steps of 5-18 s with its table inline),
+    then toward one row."""
     for k, rows in enumerate(s.config.ln_emb):
         yield edits.fewer_rows(s, k, _used_rows(s, k))
+        floor = _kind_floor(s, k)
+        if floor is not None:
+            yield edits.fewer_rows(s, k, max(floor, _used_rows(s, k)))
+            yield edits.fewer_rows(s, k, floor)
         for target in _toward(rows):
             yield edits.fewer_rows(s, k, target)
 
