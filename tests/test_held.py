@@ -60,7 +60,7 @@ def test_a_held_case_whose_repro_reproduces_joins_the_corpus_and_is_shrunk(
     root = tmp_path / "corpus"
     campaign, finding = _file_one_shy_sample(root)
     bugs, report = campaign.bugs, campaign.report
-    bugs.held.add(finding.bucket)  # as if its report were still running
+    assert bugs.is_held(finding.bucket)  # the ledger holds it (its repro did not reproduce)
     bugs.report_answered(finding.bucket, {"repro": {"status": "reproduces", "kind": "model"},
                                           "tools": {}})
     assert (root / finding.bucket / "case.json").exists()

@@ -173,7 +173,7 @@ def test_eager_float32_failing_alone_is_pytorchs() -> None:
 
 
 def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
-    from fuzz.engine.bugwork import _merged
+    from fuzz.engine.bucketshrink import _merged
 
     first = {"size_before": {"tables": 3}, "size_after": {"tables": 2}, "steps_tried": 10,
              "steps_accepted": 4, "seconds": 30.0, "stopped": "budget"}
@@ -588,7 +588,7 @@ def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_re
             seen.append(entry.bucket)
             return ReplayRecord(entry.bucket, entry.target, replayed, ("mismatch-000000000000",))
 
-        campaign.bugs.replay = replay
+        campaign.bugs.shrinker.replay = replay
         record = campaign.bugs.shrink_one(found.bucket, budget_s=60)
     after = corpus.load_entry(folder)
     assert seen == [found.bucket]

@@ -20,19 +20,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fuzz.engine.bucketshrink import BucketShrinker
 from fuzz.engine.interrupt import deferred
+from fuzz.engine.ledger import Ledger
 from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form
 from fuzz.store.corpus import CorpusEntry
 from fuzz.store import corpus
 from fuzz.targets.catalog import Target
-from fuzz.triage.findings import CandidateRejected, Triage
+from fuzz.triage.findings import Triage
 from fuzz.workers.interface import HarnessFault, Pool
-from oracles import Verdict
-from fuzz.engine.records import CampaignOptions, CampaignReport, Observed, ReplayRecord, ShrinkRecord
-from fuzz.model.sample import Sample
+from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, ShrinkRecord
 from fuzz.reports.bugreport import BugReportJob, file_bug_report
-from fuzz.triage.edits import content_hash, sample_size, size_key
-from fuzz.triage.shrink import StepRejected, shrink
+from fuzz.triage.edits import sample_size
 
 __all__ = ["BugWork"]
 
@@ -59,15 +58,11 @@ class BugWork:
                  target: Callable[[str], Target | None],
                  take_answers: Callable[[float | None], None],
                  replay: Callable[[CorpusEntry], ReplayRecord] | None = None,
-                 promote: Callable[[str], bool] | None = None) -> None:
+                 ledger: Ledger | None = None) -> None:
         self.options = options
-        # Moves a held case into the corpus (``Ledger.promote``); the buckets held now.
-        self.promote = promote
-        self.held: set[str] = set()
-        # Re-runs a case the way replay will (its target and blame witnesses,
-        # the whole triage): a shrunk wrong answer whose key the reducer could
-        # not hold is checked with it before it replaces the stored case.
-        self.replay = replay
+        # The corpus folder as the campaign knows it: which buckets are held
+        # back (``Ledger.held``), and the move of a held case into the corpus.
+        self.ledger = ledger
         self.report = report
         self._pool, self._triage = pool, triage
         self.target_named = target
@@ -81,17 +76,9 @@ class BugWork:
         self.report_costs: list[float] = []  # worker seconds of each report job so far
         self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
-        # The key a sample gives on a target alone (None: it passes there), by
-        # (target, culprit method, the sample's content): a bucket's later
-        # turns start from the stored case's key instead of compiling it again,
-        # and skip the candidates an earlier turn judged (each turn restarts
-        # the reducer at the stored case, skeleton steps first). The target
-        # belongs in the key: one sample is often stored in several buckets,
-        # one per target (seed 73's sample 7 in four), and a key by content
-        # alone gave the later buckets the first one's key to hold: none of
-        # their steps could ever be accepted.
-        self._solo_keys: dict[tuple[str, str, str], str | None | CandidateRejected] = {}
-        self._references_ok: dict[str, bool] = {}  # by content: a target-free fact
+        # Each turn at one bucket's case (``fuzz.engine.bucketshrink``).
+        self.shrinker = BucketShrinker(options, pool=pool, triage=triage, target=target,
+                                       replay=replay)
         self.needs_report: set[str] = set()  # new or replaced cases without their report
         self.to_report: list[str] = []  # of those, the ones ready for it (shrunk)
         self.generating_since = 0.0
@@ -127,11 +114,10 @@ class BugWork:
         """A new wrong answer localization could not see was held back
         (``fuzz.engine.ledger``): its report runs first, and only a model repro
         that reproduces brings it into the corpus (``report_answered``)."""
-        if not self.options.report or self.promote is None:
+        if not self.options.report or self.ledger is None:
             self.report.held_back[bucket] = ("reports are off (--no-report): its repro never "
                                              "ran, so it was not stored")
             return
-        self.held.add(bucket)
         self.report.held_back[bucket] = "waiting for its repro"
         self.needs_report.add(bucket)
         self.ready_for_report(bucket)
@@ -140,17 +126,20 @@ class BugWork:
     def _root(self, bucket: str) -> Path:
         """The folder ``bucket``'s case is in: the corpus, or its holding area."""
         root = self.options.corpus_dir
-        return root / corpus.HELD if bucket in self.held else root
+        return root / corpus.HELD if self.is_held(bucket) else root
+
+    def is_held(self, bucket: str) -> bool:
+        """Whether ``bucket``'s case is in the holding area (the ledger knows)."""
+        return self.ledger is not None and bucket in self.ledger.held
 
     def _after_held(self, bucket: str, status: str) -> None:
         """A held case's report is in: stored (and shrunk) if its repro
         reproduces, else it stays in the holding area, named in the summary."""
-        self.held.discard(bucket)
         if status != "reproduces":
             self.report.held_back[bucket] = f"its model repro does not reproduce ({status})"[:300]
             return
-        assert self.promote is not None
-        if not self.promote(bucket):
+        assert self.ledger is not None
+        if not self.ledger.promote(bucket):
             self.report.held_back[bucket] = "the corpus had this bucket already: kept its case"
             return
         del self.report.held_back[bucket]
@@ -295,7 +284,7 @@ class BugWork:
             self.report.repro_status[bucket] = file_bug_report(self._root(bucket), bucket,
                                                                answer)
         self.needs_report.discard(bucket)
-        if bucket in self.held:
+        if self.is_held(bucket):
             self._after_held(bucket, self.report.repro_status[bucket])
             return
         if bucket in self.op_first and bucket not in self.stale_reports:
@@ -349,7 +338,7 @@ class BugWork:
         self.report_unshrunk("budget spent")
         for bucket in self.report_jobs.values():
             self.report.repro_status[bucket] = "not written: the campaign ended first"
-            if bucket in self.held:
+            if self.is_held(bucket):
                 self.report.held_back[bucket] = "its repro was not in when the campaign ended"
 
     def write_reports(self) -> None:
@@ -358,117 +347,6 @@ class BugWork:
         self.finish(until=float("inf"))
 
     def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
-        """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case on
-        its own target, keeping its bucket; a smaller case replaces the stored one."""
-
-        assert self.triage is not None
-        triage = self.triage
-        root = self.options.corpus_dir
-        entry = corpus.load_entry(root / bucket)
-        target = self.target_named(entry.target)
-        if target is None:
-            return ShrinkRecord(bucket, entry.target, {"skipped": "target unknown here"}, False)
-        method = (entry.culprit or "").split(":", 1)[0] or None
-        keys = self._solo_keys
-
-        def memo(sample: Sample) -> tuple[str, str, str]:
-            return (target.name, method or "", content_hash(sample))
-
-        stored = memo(entry.sample)
-        try:
-            cached = keys.get(stored)
-            wanted = cached if isinstance(cached, str) else triage.solo_key(target, entry.sample, method)
-        except CandidateRejected as rejected:
-            return ShrinkRecord(bucket, target.name, {
-                "skipped": f"the stored case cannot be checked alone: {rejected}"}, False)
-        if wanted is None:
-            return ShrinkRecord(bucket, target.name, {
-                "skipped": "the stored case does not fail on its target alone"}, False)
-        keys[stored] = wanted
-
-        def references_accept(candidate: Sample) -> bool:
-            digest = content_hash(candidate)
-            if digest not in self._references_ok:
-                self._references_ok[digest] = triage.references_accept(candidate)
-            return self._references_ok[digest]
-
-        def same_bucket(candidate: Sample) -> bool:
-            seen = memo(candidate)  # hashed once: a candidate's arrays can be large
-            if seen not in keys:
-                try:
-                    keys[seen] = triage.solo_key(target, candidate, method) \
-                        if not is_error else triage.solo_error_key(target, candidate)
-                except CandidateRejected as rejected:
-                    keys[seen] = rejected
-            key = keys[seen]
-            if isinstance(key, CandidateRejected):
-                raise key
-            # An error needs only the target's own job, and the references
-            # only for a candidate that kept the error.
-            return key == wanted and (not is_error or references_accept(candidate))
-
-        def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
-            """Error candidates side by side, one worker each (those an
-            earlier turn judged from its key); only the first that keeps the
-            error is checked against the references (the reducer takes the
-            first that holds)."""
-            seen = [memo(c) for c in candidates]  # hashed once each
-            new = [(m, c) for m, c in zip(seen, candidates) if m not in keys]
-            if new:
-                keys.update(zip((m for m, _ in new),
-                                triage.solo_error_keys(target, [c for _, c in new])))
-            judged: list[bool | StepRejected] = []
-            for candidate, m in zip(candidates, seen):
-                key = keys[m]
-                if isinstance(key, CandidateRejected) or key != wanted or True in judged:
-                    judged.append(key if isinstance(key, CandidateRejected) else False)
-                    continue
-                try:
-                    judged.append(references_accept(candidate))
-                except CandidateRejected as rejected:
-                    judged.append(rejected)
-            return judged
-
-        is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
-        result = shrink(entry.sample, same_bucket, budget_s,
-                        many=same_bucket_many if is_error else None,
-                        width=max(1, self.pool.slots if self.pool is not None else 1),
-                        region=self.options.focus)
-        record = _merged(entry.shrink, result.to_dict())
-        keys[memo(result.sample)] = wanted  # the reducer kept it
-        if size_key(result.sample) >= size_key(entry.sample):
-            return ShrinkRecord(bucket, target.name, record, False)
-        # The stored evidence (error line, numbers, programs) must be the shrunk case's.
-        try:
-            _, outcome, got = triage.solo_verdict(target, result.sample)
-        except CandidateRejected:
-            return ShrinkRecord(bucket, target.name, record, False)
-        if outcome is None or got is None:
-            return ShrinkRecord(bucket, target.name, record, False)
-        shrunk = dataclasses.replace(
-            entry, sample=result.sample, shrink=record, features=tuple(result.sample.features()),
-            error=outcome.error, op=outcome.op, numbers=outcome.numbers,
-            timings=outcome.timings, detail=outcome.detail or entry.detail, texts=got.texts)
-        if not is_error and method != "op" and self.replay is not None:
-            # The reducer held "a wrong answer on this target", not the
-            # features ablation names: a smaller case the whole triage files
-            # elsewhere would be reported "moved" by every replay.
-            again = self.replay(shrunk)
-            if again.status is not Observed.STILL_FAILING:
-                moved = {**record, "stopped": "moved", "moved_to": list(again.now)}
-                return ShrinkRecord(bucket, target.name, moved, False)
-        with deferred():
-            replaced = corpus.replace_if_smaller(root, shrunk, size_key)
-        return ShrinkRecord(bucket, target.name, record, replaced)
-
-
-def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
-    """A case shrunk again continues its record: sizes from the very first
-    case, steps and seconds summed over every pass."""
-    if not before or "size_before" not in before:
-        return now
-    merged = dict(now, size_before=before["size_before"],
-                  passes=int(before.get("passes", 1)) + 1)
-    for counter in ("steps_tried", "steps_accepted", "steps_rejected", "seconds"):
-        merged[counter] = before.get(counter, 0) + now.get(counter, 0)
-    return merged
+        """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case
+        (``fuzz.engine.bucketshrink``)."""
+        return self.shrinker.shrink(bucket, budget_s)

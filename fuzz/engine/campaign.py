@@ -68,7 +68,7 @@ class Campaign:
         self.bugs = BugWork(options, self.report, pool=lambda: self.session.pool,
                             triage=lambda: self.session.triage, target=self.session.target,
                             take_answers=self.session.take_answers,
-                            replay=self.session.replay_one, promote=self.ledger.promote)
+                            replay=self.session.replay_one, ledger=self.ledger)
         # Every sample the phases send goes through ``Session.submit``.
         self.filing = Filing(self.session, self.ledger, self.bugs, self.scheduler,
                              submit=self.session.submit, on_finding=on_finding)
