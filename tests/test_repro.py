@@ -35,6 +35,9 @@ from tests.helpers import tiny_config, tiny_sample
 WEIGHTED = "MISMATCH|torch-mlir:linalg-on-tensors|op:aten.embedding_bag.padding_idx[per_sample_weights]"
 INT32 = ("LOWERING_INVALID_IR|torch-mlir:linalg-on-tensors|arith.select|error: 'arith.select' op "
          "failed to verify that all of {true_value, false_value, result} have same type")
+GATHER_ND = ("EXPORT_ERROR|torch.onnx|[ONNXRuntimeError] : N : INVALID_GRAPH : This is an invalid model. "
+             "Type Error: Type 'tensor(int32)' of input parameter (val) of operator (GatherND) in node "
+             "(node_GatherND) is invalid.")
 VULKAN_EMPTY = ("RUNTIME_ERROR|iree:vulkan-spirv|Error invoking function: <src>: INVALID_ARGUMENT; "
                 "Vulkan dispatch binding N resolved to an empty buffer range")
 
@@ -165,6 +168,22 @@ def test_fault_parts_are_the_literal_words_of_the_key() -> None:
                            stage=Stage.IMPORT, op="torch.quantized.x")
     assert fault_parts(quantized) == ["error: failed to legalize operation 'torch.operator' that was "
                                       "explicitly marked illegal", '"torch.quantized.x"']
+
+
+def test_fault_parts_let_the_exporters_names_keep_their_numbers() -> None:
+    """The key drops the numbers of ONNX value and node names (val_5 ->
+    val, node_GatherND_7 -> node_GatherND); a script's words must still find
+    them in the tool's own text, numbered."""
+    entry = make_entry(tiny_sample(one_table()), GATHER_ND, "onnxruntime-loopfree-dyn",
+                       ("onnxruntime-loopfree-dyn",), stage=Stage.EXPORT)
+    text = ("[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type "
+            "'tensor(int32)' of input parameter (val_5) of operator (GatherND) in node (node_GatherND_7) "
+            "is invalid.")
+    at = 0
+    for part in fault_parts(entry):
+        at = text.find(part, at)
+        assert at >= 0, part
+        at += len(part)
 
 
 @pytest.mark.parametrize("which", ["weighted", "int32", "vulkan", "model-mismatch", "refbackend"])

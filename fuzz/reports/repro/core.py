@@ -47,6 +47,10 @@ _OUTPUT_CHARS = 4000
 # dropped an op dump (": name = "): the text between them is the fault's own.
 _PLACEHOLDER = re.compile(r"\bN\b|%v|<src>|<file>|\[\.\.\.\]|tensor<\.\.\.>|0x\.\.\.|"
                           r"loc\(\.\.\.\)|: name = ")
+# ONNX names the normalizer took the exporter's numbers off (val_39 -> val,
+# node_GatherND_41 -> node_GatherND): each ends a part, the tool's text
+# going on with the number.
+_NUMBERED_NAME = re.compile(r"\b(val|node_[A-Za-z]+)\b")
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ def fault_parts(entry: CorpusEntry) -> list[str]:
             else None
         return [part for part in (code, "Stack dump:" if function else None, function, source,
                                   assertion) if part]
+    what = _NUMBERED_NAME.sub(r"\1 N", what)
     return [part.strip() for part in _PLACEHOLDER.split(what) if part.strip()]
 
 

@@ -96,44 +96,61 @@ def _automatic(spec: Any) -> Any:
 
 def _road_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
     """repro.py (``templates/road.py``), what it loads, model.onnx and commands.sh."""
-    road = road_of(target)
-    assert road is not None
     exported = _road_export(entry, target)
     files = _program_files(entry, target, exported)
-    # onnxruntime lowers nothing: the model form's slots read an IREE ONNX target's.
-    stand_in: Any = target if hasattr(target, "output_type") else dataclasses.replace(
-        TARGETS["onnx-iree-cpu-dyn" if target.dynamic else "onnx-iree-cpu"], name=target.name)
-    slots = _model_slots(entry, stand_in, _graph_code(exported), _user_inputs(exported),
+    slots = _model_slots(entry, _stand_in(target), _graph_code(exported), _user_inputs(exported),
                          _bf16_state(exported))
+    slots.update(_road_slots(entry, target, bool(slots["vulkan"])),
+                 road_words=target.description.removeprefix("road "))
+    files["repro.py"] = fill("road", slots)
+    if road_of(target) != "turbine":
+        files.update(_tool_files(entry, target))
+    return files
+
+
+def _stand_in(target: Any) -> Any:
+    """The target whose slots (``script._target_slots``) a road script fills:
+    itself, or for onnxruntime, which lowers nothing, an IREE ONNX target of
+    its shape mode under its name."""
+    if hasattr(target, "output_type"):
+        return target
+    return dataclasses.replace(TARGETS["onnx-iree-cpu-dyn" if target.dynamic else "onnx-iree-cpu"],
+                               name=target.name)
+
+
+def _road_slots(entry: CorpusEntry, target: Any, vulkan: bool) -> dict[str, object]:
+    """The road's sections and stage names (``templates/road_stages.py``) and
+    how far a script goes for the entry's verdict (``templates/ending.py``)."""
+    road = road_of(target)
+    assert road is not None
     stage = Stage.parse(str(entry.stage))
     error = entry.verdict is not Verdict.MISMATCH
     # An onnx.* op iree-compile cannot convert is filed as the import's
     # failure (fuzz.targets.onnx_iree): the script compiles to see it.
     # So is, on turbine's road, an op torch-mlir has no lowering for
-    # (fuzz.targets.turbine_iree: IREE's torch input meets it at compile).
-    in_compile = error and stage is Stage.IMPORT and (
-        road == "onnx_iree" or (road == "turbine" and entry.owner == TORCH_MLIR_TORCH))
+    # (fuzz.targets.turbine_iree: IREE's torch input meets it at compile),
+    # and on onnxruntime's a file its session refuses as invalid, the
+    # exporter's (fuzz.targets.onnx_runtime): the script loads it to see it.
+    in_compile = error and ((stage is Stage.IMPORT and (
+        road == "onnx_iree" or (road == "turbine" and entry.owner == TORCH_MLIR_TORCH)))
+        or (stage is Stage.EXPORT and road == "onnxruntime"))
     iree = road != "onnxruntime"
     lowering = error and stage in (Stage.EXPORT, Stage.IMPORT) and not in_compile
     at_compile = error and (stage is Stage.COMPILE or in_compile)
     runs = not lowering and not at_compile
-    slots.update(
+    slots: dict[str, object] = dict(
         fx=False, refbackend=False, iree=iree, onnx=road != "turbine", onnx_iree=road == "onnx_iree",
         onnxruntime=road == "onnxruntime", turbine=road == "turbine",
-        to_host=iree and not slots["vulkan"], compile_stage="import" if in_compile else "compile",
+        to_host=iree and not vulkan, compile_stage=stage.value if in_compile else "compile",
         import_stage="export" if error and stage is Stage.EXPORT else "import",
-        road_words=target.description.removeprefix("road "),
         compiles=not lowering, runs=runs, fails_at_run=error and runs, judges=not error,
-        stops_after_import=error and stage is Stage.IMPORT,
+        stops_after_import=error and stage in (Stage.EXPORT, Stage.IMPORT),
         stops_after_compile=error and stage is Stage.COMPILE, fails=error,
-        read_back=bool(slots["vulkan"]) and runs)
+        read_back=vulkan and runs)
     if iree:
         slots.update(backend=target.backend, flags=list(target.prepare("module {\n}")[1]),
                      driver=target.driver)
-    files["repro.py"] = fill("road", slots)
-    if road != "turbine":
-        files.update(_tool_files(entry, target))
-    return files
+    return slots
 
 
 def _tool_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
@@ -145,8 +162,15 @@ def _tool_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
                            target.bags, Timer(), None)
     except StageFailure:
         return {}  # the export fails: repro.py shows it
-    lines = ["#!/bin/sh", "# The fuzzer's model.onnx through the command-line tools "
-             "(inputs: inputs.npz; repro.py passes them).", "set -e"]
+    return _onnx_tool_files(target, model, "The fuzzer's model.onnx", "--input=@dense.npy ...  "
+                            "# one --input per graph input (inputs.npz; repro.py passes them)")
+
+
+def _onnx_tool_files(target: Any, model: bytes, whose: str, inputs: str) -> dict[str, str | bytes]:
+    """``model.onnx`` and ``commands.sh``: the command-line tools of the
+    target's road on it (``whose``: what the file is; ``inputs``: the run's
+    ``--input`` flags)."""
+    lines = ["#!/bin/sh", f"# {whose} through the command-line tools.", "set -e"]
     if road_of(target) == "onnxruntime":
         lines.append("python -c \"import onnxruntime as o; "
                      "print(o.InferenceSession('model.onnx').get_inputs())\"")
@@ -156,5 +180,5 @@ def _tool_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes]:
                   f"iree-compile model.mlir --iree-hal-target-backends={target.backend} {flags} "
                   "-o model.vmfb".replace("  ", " "),
                   f"iree-run-module --module=model.vmfb --device={target.driver} "
-                  "--function=main_graph --input=@dense.npy ...  # one --input per graph input"]
+                  f"--function=main_graph {inputs}"]
     return {"model.onnx": model, "commands.sh": "\n".join(lines) + "\n"}
