@@ -25,7 +25,7 @@ from tests.test_repro import (INT32, VULKAN_EMPTY, WEIGHTED, empty_table_sample,
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "fuzz" / "reports" / "repro" / TEMPLATES
-FORMS = ("single_op", "op_failure", "model", "road")
+FORMS = ("single_op", "op_failure", "model", "road", "road_op")
 PARTS = ("prelude", "attempt", "vulkan_host", "model_program", "judge", "ending", "iree_load",
          "supervised", "road_stages")
 

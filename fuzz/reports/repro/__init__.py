@@ -25,13 +25,17 @@ refbackend itself (its runtime in ``refbackend_runtime.py`` beside the
 script). A repro that does not fail is never passed off as one: the returned
 ``Repro.status`` says so, for the case to record. It runs in a worker
 process (torch available); failures of the toolchain never raise, only bugs
-of ours do. One module per form (``single_op``, ``export_error``,
-``lowering``, ``model``) over the shared pieces (``graph``: the exported
+of ours do. A case of the other roads into IREE (ONNX, onnxruntime,
+turbine) is reproduced with the road's own packages instead: for an error,
+the one op of the model that fails the road's pipeline alone the same way
+(``road_op``), else the whole model on the road (``road``). One module per
+form (``single_op``, ``export_error``, ``lowering``, ``model``, ``road``,
+``road_op``) over the shared pieces (``graph``: the exported
 program and one op cut out of it; ``script``: the slots every script fills
 from its target; ``core``: running a repro and reading its status);
 ``write`` picks the form. A script's text is a template in ``templates/``
 (``single_op.py``, ``op_failure.py`` for the export and lowering forms,
-``model.py``, and the parts they include), real Python that mypy reads;
+``model.py``, ``road.py``, ``road_op.py``, and the parts they include), real Python that mypy reads;
 ``template`` fills its named slots.
 """
 

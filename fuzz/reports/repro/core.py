@@ -58,7 +58,7 @@ class Repro:
     """What was written and whether it reproduces (``status`` starts with
     "reproduces", "does not reproduce: " or "cannot run: ")."""
 
-    kind: str  # "single-op" | "export" | "model"
+    kind: str  # "single-op" | "export" | "lowering" | "model" | "road" | "road-op"
     target: str
     lines: int
     status: str

@@ -1,7 +1,8 @@
 """Choosing and writing a form: the one-op form first where the verdict has
 one (export error, lowering failure naming a torch op, wrong answer
-localized to an op), kept only when it reproduces, else the model form;
-each written atomically and, with ``check``, run to record its status."""
+localized to an op; on the other roads, any error), kept only when it
+reproduces, else the model form (the road form on the other roads); each
+written atomically and, with ``check``, run to record its status."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from fuzz.reports.repro.export_error import _export_error_files
 from fuzz.reports.repro.lowering import _lowering_error_files
 from fuzz.reports.repro.model import _model_files
 from fuzz.reports.repro.road import _road_files, road_target
+from fuzz.reports.repro.road_op import _road_op_files, has_road_op_form
 from fuzz.reports.repro.script import RUNTIME_FILE, _refbackend_runtime
 from fuzz.reports.repro.single_op import _single_op_files
 from fuzz.store.corpus import CorpusEntry
@@ -32,7 +34,7 @@ __all__ = ["SINGLE_OP_FORMS", "has_single_op_form", "write_repro"]
 
 
 # Repro forms that hold one op: a bucket reproducing in one is minimal.
-SINGLE_OP_FORMS = ("single-op", "export", "lowering")
+SINGLE_OP_FORMS = ("single-op", "export", "lowering", "road-op")
 
 
 # torch-mlir lowering failures: the error names the torch op it could not lower.
@@ -43,7 +45,10 @@ _LOWERING_VERDICTS = (Verdict.LOWERING_UNSUPPORTED_OP, Verdict.LOWERING_INVALID_
 def has_single_op_form(entry: CorpusEntry) -> bool:
     """Whether ``write_repro`` tries a one-op form first: an export failure
     (the op whose own torch.export fails), a lowering failure naming the
-    torch op torch-mlir could not lower, or a wrong answer localized to an op."""
+    torch op torch-mlir could not lower, or a wrong answer localized to an op;
+    on the other roads, an error (the op that fails the road alone so)."""
+    if road_target(entry) is not None:
+        return has_road_op_form(entry)
     return entry.verdict is Verdict.EXPORT_ERROR or _lowers_one_op(entry) or \
         (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
 
@@ -59,7 +64,9 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
                 check: bool = True, timeout_s: float = 600, one_op_only: bool = False) -> Repro:
     """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
     the single-op form when the culprit op is known and it reproduces, else
-    the model form, whose status says whether it reproduces.
+    the model form, whose status says whether it reproduces; on the other
+    roads, for an error the one-op road form when an op fails the road alone
+    so and its script reproduces, else the road form.
 
     ``one_op_only``: stop after the one-op form even when it does not
     reproduce (the campaign's first report of an op-level bucket: one that
@@ -71,10 +78,10 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
     if timeout_s <= 0:
         raise ValueError(f"timeout_s={timeout_s}: must be > 0")
     road = road_target(entry, table)
-    if road is not None:  # the other roads into IREE: their own packages, one form
-        written = _attempt(folder, entry, road, "road", check, timeout_s)
-        assert written is not None
-        return written
+    if road is not None:  # the other roads into IREE: their own packages only
+        return _one_op_first(folder, entry, road, "road-op" if has_road_op_form(entry, table) else None,
+                             "road", check, timeout_s, one_op_only, tried="",
+                             alone="no single op of the model fails the road so")
     target = repro_target(entry, table)
     tried = ""
     if entry.verdict is Verdict.EXPORT_ERROR:
@@ -84,31 +91,40 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
         tried = " (no single op of the model fails torch.export the same way)"
     one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
         else "lowering" if _lowers_one_op(entry) else None
+    return _one_op_first(folder, entry, target, one_op, "model", check, timeout_s, one_op_only, tried,
+                         alone=f"no {entry.culprit or entry.op} alone fails so")
+
+
+def _one_op_first(folder: Path, entry: CorpusEntry, target: Target, one_op: str | None, whole: str,
+                  check: bool, timeout_s: float, one_op_only: bool, tried: str, alone: str) -> Repro:
+    """The ``one_op`` form when it reproduces (or, ``one_op_only``, whatever
+    it gives), else the ``whole`` form (model or road), whose status also
+    says what was ``tried`` (``alone``: why no one op was written)."""
     if one_op is not None:
         single = _attempt(folder, entry, target, one_op, check, timeout_s)
         if single is not None and (not check or single.status == "reproduces" or one_op_only):
             return single  # one op only: left as written, with its status, until the next report
-        alone = f"no {entry.culprit or entry.op} alone fails so"
         if one_op_only:
             return Repro(one_op, target.name, 0, f"does not reproduce: {alone}", None, "")
-        _remove(folder, "arg*.npy")
-        _remove(folder, "const*.npy")
+        for written in ("arg*.npy", "const*.npy", "model.onnx", "commands.sh"):
+            _remove(folder, written)  # the one op's: the whole form writes its own
         tried = f" ({one_op} form: {single.status if single else alone})"
     elif one_op_only and tried:
         return Repro("export", target.name, 0, "does not reproduce: " + tried.strip(" ()"),
                      None, "")
-    model = _attempt(folder, entry, target, "model", check, timeout_s)
-    assert model is not None
-    if tried and model.status != "reproduces":
-        return dataclasses.replace(model, status=model.status + tried)
-    return model
+    whole_form = _attempt(folder, entry, target, whole, check, timeout_s)
+    assert whole_form is not None
+    if tried and whole_form.status != "reproduces":
+        return dataclasses.replace(whole_form, status=whole_form.status + tried)
+    return whole_form
 
 
 def _attempt(folder: Path, entry: CorpusEntry, target: Target, kind: str, check: bool,
              timeout_s: float) -> Repro | None:
     forms: dict[str, Callable[[CorpusEntry, Any], dict[str, str | bytes] | None]] = {
         "single-op": _single_op_files, "export": _export_error_files,
-        "lowering": _lowering_error_files, "model": _model_files, "road": _road_files}
+        "lowering": _lowering_error_files, "model": _model_files, "road": _road_files,
+        "road-op": _road_op_files}
     try:
         files = forms[kind](entry, target)
     except _ToolchainFailed as failed:
