@@ -310,13 +310,14 @@ def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
 
 
 def _op_failure_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule, *, title: str,
-                       stage: Stage, lower: bool, passed: str) -> str:
+                       stage: Stage, lower: bool, passed: str, backend: bool = False) -> str:
     """A one-op script (``templates/op_failure.py``) that exits 1 while
     ``stage`` fails on ``op``'s module with the entry's fault, 0 once it
-    passes: the export form, or with ``lower`` the lowering form (``title``
-    says what fails, ``passed`` what passing means)."""
+    passes: the export form, with ``lower`` the lowering form, with
+    ``backend`` too the backend form (IREE compiles it; ``title`` says what
+    fails, ``passed`` what passing means)."""
     return fill("op_failure", {
-        **_target_slots(target, backend=False), "fx": lower, "stages": True, "lower": lower,
+        **_target_slots(target, backend=backend), "fx": lower, "stages": True, "lower": lower,
         "title": title, "shapes": "dynamic" if target.dynamic else "static", "passed": passed,
         "signature": entry.signature, "stage": stage.value, "fault": fault_parts(entry),
         "data": op.data_lines, "op_class": op.class_lines})

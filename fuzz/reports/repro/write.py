@@ -1,6 +1,6 @@
 """Choosing and writing a form: the one-op form first where the verdict has
-one (export error, lowering failure naming a torch op, wrong answer
-localized to an op), kept only when it reproduces, else the model form;
+one (export error, lowering failure naming a torch op, IREE compile
+failure, wrong answer localized to an op), kept only when it reproduces, else the model form;
 each written atomically and, with ``check``, run to record its status."""
 
 from __future__ import annotations
@@ -18,21 +18,22 @@ from fuzz.reports.repro.core import (
     repro_target,
     run_repro,
 )
+from fuzz.reports.repro.backend_error import _backend_error_files
 from fuzz.reports.repro.export_error import _export_error_files
 from fuzz.reports.repro.lowering import _lowering_error_files
 from fuzz.reports.repro.model import _model_files
-from fuzz.reports.repro.road import _road_files, road_target
+from fuzz.reports.repro.road import _road_files, road_of, road_target
 from fuzz.reports.repro.script import RUNTIME_FILE, _refbackend_runtime
 from fuzz.reports.repro.single_op import _single_op_files
 from fuzz.store.corpus import CorpusEntry
-from fuzz.targets.catalog import CompiledTarget, Target
+from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, Target
 from oracles.verdict import Verdict
 
 __all__ = ["SINGLE_OP_FORMS", "has_single_op_form", "write_repro"]
 
 
 # Repro forms that hold one op: a bucket reproducing in one is minimal.
-SINGLE_OP_FORMS = ("single-op", "export", "lowering")
+SINGLE_OP_FORMS = ("single-op", "export", "lowering", "backend")
 
 
 # torch-mlir lowering failures: the error names the torch op it could not lower.
@@ -45,7 +46,16 @@ def has_single_op_form(entry: CorpusEntry) -> bool:
     (the op whose own torch.export fails), a lowering failure naming the
     torch op torch-mlir could not lower, or a wrong answer localized to an op."""
     return entry.verdict is Verdict.EXPORT_ERROR or _lowers_one_op(entry) or \
+        _compiles_one_op(entry) or \
         (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
+
+
+def _compiles_one_op(entry: CorpusEntry, table: dict[str, Target] | None = None) -> bool:
+    """An IREE compile failure of the FX road: one op of the model may fail
+    ``iree-compile`` the same way (``backend_error``)."""
+    own = (TARGETS if table is None else table).get(entry.target)
+    return entry.verdict is Verdict.COMPILE_ERROR and isinstance(own, IreeTarget) and \
+        road_of(own) is None
 
 
 def _lowers_one_op(entry: CorpusEntry) -> bool:
@@ -83,12 +93,14 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
             return export
         tried = " (no single op of the model fails torch.export the same way)"
     one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
-        else "lowering" if _lowers_one_op(entry) else None
+        else "lowering" if _lowers_one_op(entry) \
+        else "backend" if _compiles_one_op(entry, table) else None
     if one_op is not None:
         single = _attempt(folder, entry, target, one_op, check, timeout_s)
         if single is not None and (not check or single.status == "reproduces" or one_op_only):
             return single  # one op only: left as written, with its status, until the next report
-        alone = f"no {entry.culprit or entry.op} alone fails so"
+        alone = "no op of the model alone fails so" if one_op == "backend" \
+            else f"no {entry.culprit or entry.op} alone fails so"
         if one_op_only:
             return Repro(one_op, target.name, 0, f"does not reproduce: {alone}", None, "")
         _remove(folder, "arg*.npy")
@@ -108,7 +120,8 @@ def _attempt(folder: Path, entry: CorpusEntry, target: Target, kind: str, check:
              timeout_s: float) -> Repro | None:
     forms: dict[str, Callable[[CorpusEntry, Any], dict[str, str | bytes] | None]] = {
         "single-op": _single_op_files, "export": _export_error_files,
-        "lowering": _lowering_error_files, "model": _model_files, "road": _road_files}
+        "lowering": _lowering_error_files, "backend": _backend_error_files,
+        "model": _model_files, "road": _road_files}
     try:
         files = forms[kind](entry, target)
     except _ToolchainFailed as failed:
