@@ -22,15 +22,14 @@ from fuzz.reports.repro.graph import (
     _captured,
     _export,
     _op_failure_script,
-    _op_instance,
+    _op_fails_as_stored,
     _op_module,
     _op_shapes,
     _OpModule,
-    _stored_key,
 )
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
-from fuzz.targets.pipeline import StageFailure, Timer
+from fuzz.targets.pipeline import Timer
 from oracles.results import Stage
 
 __all__ = ["backend_candidates"]
@@ -113,17 +112,8 @@ def _compile_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: Compiled
     """Whether ``op``'s module lowers and then fails the target's compile with
     the entry's bucket key (``iree-compile`` runs as a tool: a crash of it is
     a failure, not this process's end)."""
-    import torch
-
-    module = _op_instance(op)
-    if module is None:
-        return False
-    try:
-        target.compile_module(module, tuple(torch.from_numpy(a) for a in op.operands),
-                              _op_shapes(op, target.dynamic), Timer())
-    except StageFailure as failed:
-        return failed.stage is Stage.COMPILE and _stored_key(entry, failed.failure)
-    return False
+    return _op_fails_as_stored(entry, op, Stage.COMPILE, lambda module, operands: target.compile_module(
+        module, operands, _op_shapes(op, target.dynamic), Timer()))
 
 
 def _backend_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
 from fuzz.targets.opnames import culprit_name
-from fuzz.targets.pipeline import Timer
+from fuzz.targets.pipeline import StageFailure, Timer
 from oracles.classify import classify
 from oracles.signature import error_key
 
@@ -300,6 +300,24 @@ def _op_shapes(op: _OpModule, dynamic: bool) -> Any:
     import torch
 
     return [{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in op.operands] if dynamic else None
+
+
+def _op_fails_as_stored(entry: CorpusEntry, op: _OpModule, stage: Stage | None,
+                        attempt: Callable[[Any, tuple[Any, ...]], object]) -> bool:
+    """Whether ``attempt(module, operands)`` on ``op``'s module (built from
+    the very lines the script holds) and its operands as tensors fails at
+    ``stage`` (any, with None) with the entry's bucket key: the test every
+    one-op form puts its op to."""
+    import torch
+
+    module = _op_instance(op)
+    if module is None:
+        return False
+    try:
+        attempt(module, tuple(torch.from_numpy(a) for a in op.operands))
+    except StageFailure as failed:
+        return (stage is None or failed.stage is stage) and _stored_key(entry, failed.failure)
+    return False
 
 
 def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
