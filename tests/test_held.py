@@ -4,6 +4,8 @@ exposed) is held out of the corpus until its model repro reproduces
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,10 @@ def test_a_wrong_answer_that_vanishes_under_observation_waits_for_its_repro(
         finding.bucket: "its model repro does not reproduce (not written: FAKE target)"}
     assert report.new_buckets == [] and report.actionable() == ([], {})
     assert report.summary()["held_back"] == report.held_back
+    listed = subprocess.run([sys.executable, "-m", "fuzz", "corpus", str(root)],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "corpus " + str(root) + ": 0 buckets" in listed.stdout
+    assert "held back (.held/" in listed.stdout and finding.bucket in listed.stdout
 
 
 @pytest.mark.engine

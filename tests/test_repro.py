@@ -399,23 +399,62 @@ def test_a_hang_repro_supervises_a_child_for_the_fuzzers_time_limit(
 
 
 @pytest.mark.pipeline
-def test_default_vulkan_target_bug_reproduces_on_that_target(no_fuzz_python: str, tmp_path: Path) -> None:
+def test_default_vulkan_target_bug_reproduces_on_that_target_as_one_op(no_fuzz_python: str,
+                                                                       tmp_path: Path) -> None:
     """A repro compiles for the target the bug was seen on: for
     `iree-vulkan-default` IREE's default (int64-less) target, not the
-    described device (where the same program compiles)."""
+    described device (where the same program compiles). The QR model's i64
+    remainder fails alone: the repro is that one op (the backend form,
+    found first among the ops because the error names ``arith.remsi``),
+    exit 1 with the stored key, and 0 compiled for llvm-cpu, where the
+    remainder is legal."""
+    import subprocess
+
     from fuzz.targets import devices
 
     ok, why = devices.device_availability("vulkan")
     if not ok:
         pytest.skip(why)
-    signature = ("COMPILE_ERROR|iree:vulkan-spirv|arith.remsi|error: failed to legalize operation "
-                 "'arith.remsi' that was explicitly marked illegal")
+    signature = ("COMPILE_ERROR|iree|arith.remsi|error: failed to legalize operation "
+                 "'arith.remsi' that was explicitly marked illegal")  # as bucketing keys it
     sample = tiny_sample(one_table(qr_flag=True, qr_threshold=4, qr_collisions=3))
     entry = make_entry(sample, signature, "iree-vulkan-default", ("iree-vulkan-default",),
                        stage=Stage.COMPILE, op="arith.remsi")
-    repro = write_repro(tmp_path, entry, timeout_s=300)
+    assert has_single_op_form(entry)
+    repro = write_repro(tmp_path, entry, timeout_s=300, one_op_only=True)
+    assert repro.kind == "backend", repro
     assert_reproduces(repro, tmp_path, signature, no_fuzz_python)
-    assert "DEVICE_TARGETS = ''" in (tmp_path / "repro.py").read_text()
+    script = (tmp_path / "repro.py").read_text()
+    assert "DEVICE_TARGETS = ''" in script and "torch.ops.aten.remainder.Scalar(a0, 3)" in script
+    assert imported_modules(tmp_path / "repro.py") <= {
+        "os", "sys", "tempfile", "numpy", "torch", "torch_mlir", "iree.compiler", "iree.runtime"}
+    (tmp_path / "repro.py").write_text(script.replace("BACKEND = 'vulkan-spirv'", "BACKEND = 'llvm-cpu'"))
+    fixed = subprocess.run([no_fuzz_python, "-I", "repro.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "compile passed: fixed" in fixed.stdout and "signature:" not in fixed.stdout
+
+
+def test_the_ops_an_iree_error_names_are_tried_first() -> None:
+    """``arith.remsi`` comes from a remainder, a bf16 constant from an op on
+    bfloat16: those op kinds lead the backend form's search; each op kind
+    (op and input dtypes) is tried once, inert ops never."""
+    import torch
+
+    from fuzz.reports.repro.backend_error import backend_candidates
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(x) + torch.relu(x * 2)
+            return y.bfloat16().sigmoid().float() + (i % 3).float()
+
+    graph = torch.export.export(Model(), (torch.ones(2, 3), torch.arange(3))).graph_module
+    names = [str(n.target) for n in backend_candidates(graph, "error: failed to legalize "
+                                                        "operation 'arith.remsi' (i64, i64)")]
+    assert names[0] == "aten.remainder.Scalar" and names.count("aten.relu.default") == 1
+    assert not any(name.startswith("aten._assert_tensor_metadata") for name in names)
+    bf16 = [str(n.target) for n in backend_candidates(graph, "%0 = arith.constant 0.0 : bf16")]
+    assert bf16[0] == "aten.sigmoid.default", bf16
 
 
 @pytest.mark.pipeline

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "fuzz" / "reports" / "repro" / TEMPLATES
 FORMS = ("single_op", "op_failure", "model", "road", "road_op")
 PARTS = ("prelude", "attempt", "vulkan_host", "model_program", "judge", "ending", "iree_load",
-         "supervised", "road_stages")
+         "supervised", "road_stages", "vulkan_device")
 
 
 def test_the_templates_are_the_forms_and_their_parts() -> None:

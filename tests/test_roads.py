@@ -73,12 +73,13 @@ def test_onnx_targets_share_one_export_per_shape_mode_and_form() -> None:
 
 
 def test_road_targets_run_by_name_or_by_their_group() -> None:
-    """On 2 cores the road targets halve the samples a 10-minute default
-    campaign checks (README "Roads into IREE"): the default campaign is the FX
-    road's, every road target can be named, and ``roads`` names the four that
-    cover one road and owner each (``--targets default,roads``)."""
+    """The default campaign runs three road targets (under their share of
+    the time: ``fuzz.engine.roadshare``), not the plain ONNX target that stops
+    at the bag's Loop on every sample; every road target can be named, and
+    ``roads`` names the four that cover one road and owner each."""
     default = set(TARGETS) - BY_NAME_ONLY  # available_targets then drops what cannot run here
-    assert not default & ROAD_TARGETS
+    assert default & ROAD_TARGETS == {"turbine-iree-cpu", "onnxruntime-loopfree-dyn",
+                                      "onnx-iree-cpu-loopfree-dyn"}
     assert DEFAULT_ROAD_CANDIDATES <= ROAD_TARGETS and len(DEFAULT_ROAD_CANDIDATES) == 4
     assert resolve_targets(sorted(BY_NAME_ONLY))
     from fuzz.targets.catalog import FAKE_TARGETS, expand_groups
@@ -547,3 +548,45 @@ def test_localization_takes_the_loop_free_road_on_a_loop_free_target() -> None:
                                tiny_sample(tiny_config(sigmoid_top=0)), 0)
     assert found.note == OWN_PROGRAM_MATCHES, found
     assert found.details["intermediates"] > 0
+
+
+# -- the roads' share of a campaign ------------------------------------------
+
+def _share(share: float, names: list[str]) -> tuple[object, list[object]]:
+    from fuzz.engine.records import CampaignReport
+    from fuzz.engine.roadshare import RoadShare
+
+    targets = [TARGETS[name] for name in names]
+    report = CampaignReport()
+    return RoadShare(report, share, targets), targets  # type: ignore[arg-type]
+
+
+def test_road_targets_get_a_sample_only_while_under_their_share() -> None:
+    """The roads run while their stage seconds are at most the share of all
+    targets' seconds; over it, a sample goes to the other targets only (and is
+    counted); once the others have caught up, the roads get one again."""
+    roads, targets = _share(0.25, ["iree-cpu", "refbackend", "turbine-iree-cpu",
+                                   "onnxruntime-loopfree-dyn"])
+    report = roads.report  # type: ignore[attr-defined]
+    assert roads.targets_for(targets) == targets  # type: ignore[attr-defined]
+    report.target_seconds.update({"iree-cpu": 1.0, "refbackend": 1.0, "turbine-iree-cpu": 2.0,
+                                  "onnxruntime-loopfree-dyn": 2.0})  # roads: 4 of 6 s
+    assert [t.name for t in roads.targets_for(targets)] == ["iree-cpu", "refbackend"]  # type: ignore
+    assert report.road_samples_left_out == 1
+    report.target_seconds["iree-cpu"] = 11.0  # roads: 4 of 16 s, a quarter
+    assert roads.targets_for(targets) == targets  # type: ignore[attr-defined]
+    assert report.road_samples == {"turbine-iree-cpu": 2, "onnxruntime-loopfree-dyn": 2}
+    assert report.summary()["roads"]["left_out"] == 1  # type: ignore[index]
+
+
+def test_roads_alone_or_share_one_run_every_sample() -> None:
+    import pytest
+
+    alone, targets = _share(0.1, ["turbine-iree-cpu", "onnxruntime-loopfree-dyn"])
+    alone.report.target_seconds.update({"turbine-iree-cpu": 9.0})  # type: ignore[attr-defined]
+    assert alone.targets_for(targets) == targets  # type: ignore[attr-defined]
+    everything, targets = _share(1.0, ["iree-cpu", "turbine-iree-cpu"])
+    everything.report.target_seconds.update({"turbine-iree-cpu": 9.0})  # type: ignore
+    assert everything.targets_for(targets) == targets  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="road_share=0"):
+        _share(0.0, ["iree-cpu"])

@@ -82,7 +82,16 @@ def _corpus(console: Console, err: Console, path: Path) -> int:
         console.print(f"{entry.bucket}  {entry.verdict.value}  {entry.owner}  "
                       f"[{','.join(entry.seen_on)}] ({'+'.join(entry.shape_modes)})  "
                       f"{what[:160]}", markup=False, soft_wrap=True)
-    for line in junk:
+    held, held_junk = corpus.load(path / corpus.HELD) if (path / corpus.HELD).is_dir() \
+        else ([], [])
+    if held:  # wrong answers waiting for a repro that reproduces (README "Phases")
+        console.print(f"held back ({corpus.HELD}/, not in the corpus until their model repro "
+                      f"reproduces): {len(held)}", markup=False)
+        for entry in held:
+            console.print(f"{entry.bucket}  {entry.verdict.value}  {entry.owner}  "
+                          f"[{','.join(entry.seen_on)}]  {(entry.culprit or entry.error)[:160]}",
+                          markup=False, soft_wrap=True)
+    for line in junk + held_junk:
         err.print(f"dlrm-fuzz: warning: {line}", markup=False, soft_wrap=True)
     return EXIT_OK
 

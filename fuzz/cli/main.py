@@ -33,6 +33,7 @@ from fuzz.cli.options import (
     _positive_int,
     _scale,
     _seed,
+    _share,
     _toolchain_option,
     parse_duration,
     parse_duration_or_zero,
@@ -92,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
                           "steps, repros), so it never waits for a sample's compile "
                           "(default 0: one shared pool; worth it with cores to spare; not "
                           "with --ray)")
+    run.add_argument("--road-share", type=_share, default=0.2, metavar="F",
+                     help="the most of the targets' time the road targets (iree-turbine, ONNX, "
+                          "onnxruntime) take beside the FX road's: they get a sample only while "
+                          "under it (default 0.2; 1: every sample to every road target)")
     run.add_argument("--timeout", type=parse_duration, default=120.0,
                      help="wall-clock limit per (sample, target) job (default 120s)")
     run.add_argument("--memory-mb", type=_positive_int, default=8192,
@@ -253,7 +258,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
     options = CampaignOptions(budget_s=args.budget, seed=args.seed, corpus_dir=args.corpus,
                               targets=names, table=target_table(args.target_plugin),
                               workers=args.workers, bug_workers=args.bug_workers,
-                              timeout_s=args.timeout, memory_mb=args.memory_mb,
+                              road_share=args.road_share, timeout_s=args.timeout, memory_mb=args.memory_mb,
                               max_samples=args.max_samples,
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,

@@ -56,6 +56,17 @@ def _scale(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"road-share={text!r}: must be a fraction > 0 and <= 1 "
+                                         "(e.g. 0.2; 1 sends every sample to every road target)")
+    return value
+
+
 def _seed(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"seed={text!r}: must be a non-negative integer")

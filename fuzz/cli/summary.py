@@ -49,6 +49,13 @@ def _summary(console: Console, report: CampaignReport) -> None:
                                           in report.held_back.items())
              + f" (a wrong answer localization could not see waits in the corpus's {HELD}/ until "
                "its model repro reproduces)")
+    if report.road_samples or report.road_samples_left_out:
+        sent = ", ".join(f"{name} {count}" for name, count in sorted(report.road_samples.items()))
+        roads = sum(v for k, v in report.target_seconds.items() if k in report.road_samples)
+        spent = sum(report.target_seconds.values())
+        _row(head, "road targets", f"samples sent: {sent or 'none'}; {report.road_samples_left_out} "
+                                   f"samples without them; {roads:.0f}s of the targets' "
+                                   f"{spent:.0f}s (share {report.road_share:g}, --road-share)")
     _row(head, "localized / ablated", f"{report.localizations} / {report.ablations}")
     if report.draws_checked:
         _row(head, "extra weight draws", f"{report.draws_checked} checked on their sample's "

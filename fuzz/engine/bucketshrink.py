@@ -50,22 +50,12 @@ class BucketShrinker:
         self._solo_keys: dict[tuple[str, str, str], str | None | CandidateRejected] = {}
         self._references_ok: dict[str, bool] = {}  # by content: a target-free fact
 
-    @property
-    def pool(self) -> Pool | None:
-        """The campaign's worker pool, once it runs (its slots: candidates side by side)."""
-        return self._pool()
-
-    @property
-    def triage(self) -> Triage | None:
-        """The campaign's triage, once its pool runs."""
-        return self._triage()
-
     def shrink(self, bucket: str, budget_s: float) -> ShrinkRecord:
         """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case on
         its own target, keeping its bucket; a smaller case replaces the stored one."""
 
-        assert self.triage is not None
-        triage = self.triage
+        triage, pool = self._triage(), self._pool()  # the campaign's, once its pool runs
+        assert triage is not None
         root = self.options.corpus_dir
         entry = corpus.load_entry(root / bucket)
         target = self.target_named(entry.target)
@@ -135,7 +125,7 @@ class BucketShrinker:
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
         result = shrink(entry.sample, same_bucket, budget_s,
                         many=same_bucket_many if is_error else None,
-                        width=max(1, self.pool.slots if self.pool is not None else 1),
+                        width=max(1, pool.slots if pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
         keys[memo(result.sample)] = wanted  # the reducer kept it

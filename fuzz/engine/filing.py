@@ -174,6 +174,8 @@ class Filing:
         """A sample's work into the report: compiles, stage seconds, verdicts."""
         for name, result in results.items():
             self.report.configs_compiled += result.compiles
+            self.report.target_seconds[name] = self.report.target_seconds.get(name, 0.0) \
+                + sum(result.timings.values())
             for stage, seconds in result.timings.items():
                 self.report.stage_seconds[stage] = self.report.stage_seconds.get(stage, 0.0) \
                     + seconds

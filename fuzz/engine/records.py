@@ -53,6 +53,9 @@ class CampaignOptions:
     # budget, taking at most ``shrink_share`` of the time generation has run.
     shrink_budget_s: float = 60.0
     shrink_share: float = 0.4
+    # The most of the targets' stage seconds the road targets (turbine, ONNX,
+    # onnxruntime) take beside the FX road's: ``fuzz.engine.roadshare``.
+    road_share: float = 0.2
     # Workers beside ``workers`` that take bug work only (shrink steps, the
     # reports): a step never waits for a generation compile to end. Off by
     # default: on 2 cores a third process cost generation a quarter of its
@@ -121,6 +124,11 @@ class CampaignReport:
     skipped: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    target_seconds: dict[str, float] = field(default_factory=dict)  # target -> its stages' seconds
+    # The road targets under their share (``fuzz.engine.roadshare``): the
+    # samples each was sent, and the samples sent to none of them.
+    road_samples: dict[str, int] = field(default_factory=dict)
+    road_samples_left_out: int = 0
     phase_seconds: dict[Phase, float] = field(default_factory=dict)
     workers_replaced: int = 0
     batches_checked: int = 0
@@ -154,6 +162,7 @@ class CampaignReport:
     workers: int = 0
     # Wall seconds of the generate phase spent shrinking (inside the budget).
     shrink_s: float = 0.0
+    road_share: float = 1.0  # the most of the targets' seconds the road targets take
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -186,7 +195,10 @@ class CampaignReport:
                                     "samples": self.cut_samples,
                                     "unfiled": list(self.cut_unfiled)},
                 "actionable": self._actionable_summary(),
-                "held_back": dict(self.held_back)}
+                "held_back": dict(self.held_back),
+                "target_seconds": {k: round(v, 2) for k, v in self.target_seconds.items()},
+                "roads": {"share": self.road_share, "samples": dict(self.road_samples),
+                          "left_out": self.road_samples_left_out}}
 
     def _actionable_summary(self) -> dict[str, object]:
         ready, unconfirmed = self.actionable()

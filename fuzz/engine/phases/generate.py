@@ -20,6 +20,7 @@ from fuzz.engine.bugwork import BugWork
 from fuzz.engine.dispatch import InFlight
 from fuzz.engine.filing import Filing, Submit
 from fuzz.engine.records import CampaignReport
+from fuzz.engine.roadshare import RoadShare
 from fuzz.engine.schedule import Planned, Scheduler
 from fuzz.engine.session import Session, headline
 from fuzz.model.focus import Focus
@@ -55,6 +56,9 @@ class GeneratePhase:
         self.report = session.report
         self.submit = submit
         self.on_progress = on_progress
+        # The road targets' share of the targets' time (``fuzz.engine.roadshare``).
+        self.roads = RoadShare(self.report, session.options.road_share, session.targets)
+        self.report.road_share = session.options.road_share if self.roads.capped else 1.0
 
     def run(self, deadline: float, stream: Stream) -> None:
         """Generate from ``stream`` until ``deadline`` (or ``max_samples``),
@@ -104,7 +108,7 @@ class GeneratePhase:
         """Queue a generated sample where the scheduler's plan sends it: the
         original, and repaired variants for the groups a known bug would stop
         early (``fuzz.engine.schedule``); every target without a scheduler."""
-        targets = self.session.targets
+        targets = self.roads.targets_for(self.session.targets)
         plan = self.scheduler.plan(sample, targets) if self.scheduler \
             else [Planned(sample, list(targets))]
         self.report.coverage.add(sample, {})

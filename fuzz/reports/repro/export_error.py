@@ -8,18 +8,17 @@ import operator
 
 from fuzz.reports.repro.graph import (
     _op_failure_script,
-    _op_instance,
+    _op_fails_as_stored,
     _op_module,
     _op_shapes,
     _OpModule,
     _recorded,
-    _stored_key,
     _traced,
 )
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
-from fuzz.targets.pipeline import StageFailure, export
+from fuzz.targets.pipeline import export
 
 
 def _export_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
@@ -48,17 +47,8 @@ _MAX_EXPORT_CANDIDATES = 60
 def _export_fails_as_stored(entry: CorpusEntry, op: _OpModule, dynamic: bool) -> bool:
     """Whether torch.export of ``op``'s module (built from the very lines the
     script holds) fails with the entry's bucket key."""
-    import torch
-
-
-    module = _op_instance(op)
-    if module is None:
-        return False
-    try:
-        export(module, tuple(torch.from_numpy(a) for a in op.operands), _op_shapes(op, dynamic))
-    except StageFailure as failed:
-        return _stored_key(entry, failed.failure)
-    return False
+    return _op_fails_as_stored(entry, op, None, lambda module, operands: export(
+        module, operands, _op_shapes(op, dynamic)))
 
 
 def _export_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
 from fuzz.targets.opnames import culprit_name
-from fuzz.targets.pipeline import Timer
+from fuzz.targets.pipeline import StageFailure, Timer
 from oracles.classify import classify
 from oracles.signature import error_key
 
@@ -302,6 +302,24 @@ def _op_shapes(op: _OpModule, dynamic: bool) -> Any:
     return [{d: torch.export.Dim.AUTO for d in range(a.ndim)} for a in op.operands] if dynamic else None
 
 
+def _op_fails_as_stored(entry: CorpusEntry, op: _OpModule, stage: Stage | None,
+                        attempt: Callable[[Any, tuple[Any, ...]], object]) -> bool:
+    """Whether ``attempt(module, operands)`` on ``op``'s module (built from
+    the very lines the script holds) and its operands as tensors fails at
+    ``stage`` (any, with None) with the entry's bucket key: the test every
+    one-op form puts its op to."""
+    import torch
+
+    module = _op_instance(op)
+    if module is None:
+        return False
+    try:
+        attempt(module, tuple(torch.from_numpy(a) for a in op.operands))
+    except StageFailure as failed:
+        return (stage is None or failed.stage is stage) and _stored_key(entry, failed.failure)
+    return False
+
+
 def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
     """Whether a stage failure keys to the entry's bucket, as bucketing keys it."""
 
@@ -310,13 +328,14 @@ def _stored_key(entry: CorpusEntry, failure: Any) -> bool:
 
 
 def _op_failure_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule, *, title: str,
-                       stage: Stage, lower: bool, passed: str) -> str:
+                       stage: Stage, lower: bool, passed: str, backend: bool = False) -> str:
     """A one-op script (``templates/op_failure.py``) that exits 1 while
     ``stage`` fails on ``op``'s module with the entry's fault, 0 once it
-    passes: the export form, or with ``lower`` the lowering form (``title``
-    says what fails, ``passed`` what passing means)."""
+    passes: the export form, with ``lower`` the lowering form, with
+    ``backend`` too the backend form (IREE compiles it; ``title`` says what
+    fails, ``passed`` what passing means)."""
     return fill("op_failure", {
-        **_target_slots(target, backend=False), "fx": lower, "stages": True, "lower": lower,
+        **_target_slots(target, backend=backend), "fx": lower, "stages": True, "lower": lower,
         "title": title, "shapes": "dynamic" if target.dynamic else "static", "passed": passed,
         "signature": entry.signature, "stage": stage.value, "fault": fault_parts(entry),
         "data": op.data_lines, "op_class": op.class_lines})

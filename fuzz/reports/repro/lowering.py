@@ -11,16 +11,15 @@ from fuzz.reports.repro.graph import (
     _captured,
     _export,
     _op_failure_script,
-    _op_instance,
+    _op_fails_as_stored,
     _op_module,
     _op_shapes,
     _OpModule,
-    _stored_key,
 )
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import CompiledTarget
 from oracles.results import Stage
-from fuzz.targets.pipeline import StageFailure, export, lower
+from fuzz.targets.pipeline import export, lower
 
 
 def _lowering_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
@@ -53,19 +52,8 @@ def _torch_op_name(op: Any) -> str:
 def _lowering_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: CompiledTarget) -> bool:
     """Whether ``op``'s module exports and then fails torch-mlir's lowering to
     the target's output type with the entry's bucket key."""
-    import torch
-
-
-    module = _op_instance(op)
-    if module is None:
-        return False
-    try:
-        exported = export(module, tuple(torch.from_numpy(a) for a in op.operands),
-                          _op_shapes(op, target.dynamic))
-        lower(exported, target.output_type)
-    except StageFailure as failed:
-        return failed.stage is Stage.IMPORT and _stored_key(entry, failed.failure)
-    return False
+    return _op_fails_as_stored(entry, op, Stage.IMPORT, lambda module, operands: lower(
+        export(module, operands, _op_shapes(op, target.dynamic)), target.output_type))
 
 
 def _lowering_error_script(entry: CorpusEntry, target: CompiledTarget, op: _OpModule) -> str:

@@ -17,8 +17,8 @@ import time
 from typing import Any, Callable, Sequence
 
 from fuzz.reports.repro.core import _ToolchainFailed, fault_parts
-from fuzz.reports.repro.graph import (_captured, _op_instance, _op_module, _op_shapes, _OpModule, _recorded,
-                                     _stored_key, _traced)
+from fuzz.reports.repro.graph import (_captured, _op_fails_as_stored, _op_instance, _op_module, _op_shapes,
+                                     _OpModule, _recorded, _traced)
 from fuzz.reports.repro.road import _onnx_tool_files, _road_export, _road_slots, _stand_in, road_of, \
     road_target
 from fuzz.reports.repro.script import _target_slots
@@ -142,25 +142,21 @@ def _ordered(nodes: list[Any], entry: CorpusEntry) -> list[Any]:
 
 
 def _road_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: Any) -> bool:
-    """Whether ``op``'s module (built from the very lines the script holds),
-    compiled by the target's own pipeline and, for a run failure, run on its
-    operands, fails at the entry's stage with its bucket key."""
-    import torch
+    """Whether ``op``'s module, compiled by the target's own pipeline and,
+    for a run failure, run on its operands, fails at the entry's stage with
+    its bucket key (``graph._op_fails_as_stored``)."""
+    stage = Stage.parse(str(entry.stage))
 
-    module = _op_instance(op)
-    if module is None:
-        return False
-    stage, timer = Stage.parse(str(entry.stage)), Timer()
-    try:
-        artifact = target.compile_module(module, tuple(torch.from_numpy(a) for a in op.operands),
-                                         _op_shapes(op, target.dynamic), timer)
+    def through_the_road(module: Any, operands: tuple[Any, ...]) -> None:
+        timer = Timer()
+        artifact = target.compile_module(module, operands, _op_shapes(op, target.dynamic), timer)
         if stage is Stage.RUN:
             target.run(artifact, op.operands, timer)
-    except StageFailure as failed:
-        return failed.stage is stage and _stored_key(entry, failed.failure)
+
+    try:
+        return _op_fails_as_stored(entry, op, stage, through_the_road)
     except ValueError:  # the exported op takes other inputs than its operands (one folded in)
         return False
-    return False
 
 
 def _op_tool_files(op: _OpModule, target: Any) -> dict[str, str | bytes]:

@@ -1,8 +1,9 @@
 """Choosing and writing a form: the one-op form first where the verdict has
-one (export error, lowering failure naming a torch op, wrong answer
-localized to an op; on the other roads, any error), kept only when it
-reproduces, else the model form (the road form on the other roads); each
-written atomically and, with ``check``, run to record its status."""
+one (export error, lowering failure naming a torch op, IREE compile
+failure, wrong answer localized to an op; on the other roads, any error),
+kept only when it reproduces, else the model form (the road form on the
+other roads); each written atomically and, with ``check``, run to record its
+status."""
 
 from __future__ import annotations
 
@@ -19,22 +20,23 @@ from fuzz.reports.repro.core import (
     repro_target,
     run_repro,
 )
+from fuzz.reports.repro.backend_error import _backend_error_files
 from fuzz.reports.repro.export_error import _export_error_files
 from fuzz.reports.repro.lowering import _lowering_error_files
 from fuzz.reports.repro.model import _model_files
-from fuzz.reports.repro.road import _road_files, road_target
+from fuzz.reports.repro.road import _road_files, road_of, road_target
 from fuzz.reports.repro.road_op import _road_op_files, has_road_op_form
 from fuzz.reports.repro.script import RUNTIME_FILE, _refbackend_runtime
 from fuzz.reports.repro.single_op import _single_op_files
 from fuzz.store.corpus import CorpusEntry
-from fuzz.targets.catalog import CompiledTarget, Target
+from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, Target
 from oracles.verdict import Verdict
 
 __all__ = ["SINGLE_OP_FORMS", "has_single_op_form", "write_repro"]
 
 
 # Repro forms that hold one op: a bucket reproducing in one is minimal.
-SINGLE_OP_FORMS = ("single-op", "export", "lowering", "road-op")
+SINGLE_OP_FORMS = ("single-op", "export", "lowering", "backend", "road-op")
 
 
 # torch-mlir lowering failures: the error names the torch op it could not lower.
@@ -50,7 +52,16 @@ def has_single_op_form(entry: CorpusEntry) -> bool:
     if road_target(entry) is not None:
         return has_road_op_form(entry)
     return entry.verdict is Verdict.EXPORT_ERROR or _lowers_one_op(entry) or \
+        _compiles_one_op(entry) or \
         (entry.verdict is Verdict.MISMATCH and (entry.culprit or "").startswith("op:"))
+
+
+def _compiles_one_op(entry: CorpusEntry, table: dict[str, Target] | None = None) -> bool:
+    """An IREE compile failure of the FX road: one op of the model may fail
+    ``iree-compile`` the same way (``backend_error``)."""
+    own = (TARGETS if table is None else table).get(entry.target)
+    return entry.verdict is Verdict.COMPILE_ERROR and isinstance(own, IreeTarget) and \
+        road_of(own) is None
 
 
 def _lowers_one_op(entry: CorpusEntry) -> bool:
@@ -90,9 +101,12 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
             return export
         tried = " (no single op of the model fails torch.export the same way)"
     one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
-        else "lowering" if _lowers_one_op(entry) else None
+        else "lowering" if _lowers_one_op(entry) \
+        else "backend" if _compiles_one_op(entry, table) else None
+    alone = "no op of the model alone fails so" if one_op == "backend" \
+        else f"no {entry.culprit or entry.op} alone fails so"
     return _one_op_first(folder, entry, target, one_op, "model", check, timeout_s, one_op_only, tried,
-                         alone=f"no {entry.culprit or entry.op} alone fails so")
+                         alone=alone)
 
 
 def _one_op_first(folder: Path, entry: CorpusEntry, target: Target, one_op: str | None, whole: str,
@@ -123,8 +137,8 @@ def _attempt(folder: Path, entry: CorpusEntry, target: Target, kind: str, check:
              timeout_s: float) -> Repro | None:
     forms: dict[str, Callable[[CorpusEntry, Any], dict[str, str | bytes] | None]] = {
         "single-op": _single_op_files, "export": _export_error_files,
-        "lowering": _lowering_error_files, "model": _model_files, "road": _road_files,
-        "road-op": _road_op_files}
+        "lowering": _lowering_error_files, "backend": _backend_error_files,
+        "model": _model_files, "road": _road_files, "road-op": _road_op_files}
     try:
         files = forms[kind](entry, target)
     except _ToolchainFailed as failed:

@@ -39,9 +39,7 @@ mlir = attempt('import', lambda: str(fx.export_and_import(ep, output_type=OUTPUT
 ctx = attempt('compile', lambda: RefBackendModule(mlir))  # compiling builds the callable: nothing to load
 # @end: refbackend
 # @if: vulkan
-if DEVICE_TARGETS:  # compile for this Vulkan device's description
-    head = 'module attributes {' + DEVICE_TARGETS
-    mlir = mlir.replace('module attributes {', head + ', ', 1) if 'module attributes {' in mlir else mlir.replace('module {', head + '} {', 1)
+from .vulkan_device import *  # @include
 # @end: vulkan
 # @if: iree
 vmfb = attempt('compile', lambda: ireec.compile_str(mlir, target_backends=[BACKEND], extra_args=FLAGS))

@@ -37,9 +37,7 @@ try:
     # @end: dynamic
     mlir = str(fx.export_and_import(ep, output_type=OUTPUT_TYPE, func_name='main'))
     # @if: vulkan
-    if DEVICE_TARGETS:  # compile for this Vulkan device's description
-        head = 'module attributes {' + DEVICE_TARGETS
-        mlir = mlir.replace('module attributes {', head + ', ', 1) if 'module attributes {' in mlir else mlir.replace('module {', head + '} {', 1)
+    from .vulkan_device import *  # @include
     # @end: vulkan
     # @if: iree
     vmfb = ireec.compile_str(mlir, target_backends=[BACKEND], extra_args=FLAGS)
