@@ -178,7 +178,9 @@ def test_the_onnx_loop_blocker_reproduces_as_one_bag(no_fuzz_python: str, tmp_pa
     repro = write_repro(tmp_path, entry, check=False, one_op_only=True)
     assert repro.kind == "road-op", repro
     assert "torch.ops.aten.embedding_bag.padding_idx(a0, a1, a2, " in (tmp_path / "repro.py").read_text()
-    assert "iree-import-onnx model.onnx" in (tmp_path / "commands.sh").read_text()
+    commands = (tmp_path / "commands.sh").read_text()
+    assert "iree-import-onnx model.onnx" in commands and "iree-compile" in commands \
+        and "iree-run-module" in commands
     assert (tmp_path / "model.onnx").stat().st_size > 0
     assert_standalone(tmp_path)
     code, output = run_repro(tmp_path, timeout_s=300, python=no_fuzz_python)

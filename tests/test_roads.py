@@ -396,23 +396,6 @@ def test_road_cases_take_the_road_form_on_their_own_road() -> None:
 
 
 @pytest.mark.pipeline
-def test_the_onnx_loop_repro_reproduces_with_the_roads_packages_only(tmp_path: Path) -> None:
-    """The Loop bucket's repro: model.onnx, commands.sh, and a repro.py that
-    exports, imports and compiles with torch, onnx and IREE only: exit 1. One
-    bag alone shows it: the one-op road form (tests/test_road_repro.py)."""
-    from fuzz.reports.repro import write_repro
-    from tests.test_repro import assert_standalone
-
-    repro = write_repro(tmp_path, _loop_entry())  # type: ignore[arg-type]
-    assert repro.kind == "road-op" and repro.status == "reproduces", repro
-    assert_standalone(tmp_path)
-    assert (tmp_path / "model.onnx").stat().st_size > 0
-    commands = (tmp_path / "commands.sh").read_text()
-    assert "iree-import-onnx model.onnx" in commands and "iree-compile" in commands \
-        and "iree-run-module" in commands
-
-
-@pytest.mark.pipeline
 @pytest.mark.parametrize("target, mismatch", [("onnxruntime-loopfree-dyn", True),
                                               ("turbine-iree-cpu", True),
                                               ("onnx-iree-vulkan-loopfree", False)])
