@@ -29,6 +29,7 @@ from fuzz.reports.repro import (ALLOWED_IMPORTS, RUNTIME_FILE, Repro, fault_part
                                 repro_target, run_repro, write_repro)
 from fuzz.model.sample import Batch, Sample
 from oracles.results import Stage
+from oracles.signature import error_key
 from oracles.verdict import Verdict
 from tests.helpers import tiny_config, tiny_sample
 
@@ -38,6 +39,8 @@ INT32 = ("LOWERING_INVALID_IR|torch-mlir:linalg-on-tensors|arith.select|error: '
 GATHER_ND = ("EXPORT_ERROR|torch.onnx|[ONNXRuntimeError] : N : INVALID_GRAPH : This is an invalid model. "
              "Type Error: Type 'tensor(int32)' of input parameter (val) of operator (GatherND) in node "
              "(node_GatherND) is invalid.")
+CONCAT = ("EXPORT_ERROR|torch.onnx|[ONNXRuntimeError] : N : FAIL : Type Error: Type parameter (T) of Optype "
+          "(Concat) bound to different types (tensor(int32) and tensor(int64) in node (n).")
 VULKAN_EMPTY = ("RUNTIME_ERROR|iree:vulkan-spirv|Error invoking function: <src>: INVALID_ARGUMENT; "
                 "Vulkan dispatch binding N resolved to an empty buffer range")
 
@@ -170,15 +173,21 @@ def test_fault_parts_are_the_literal_words_of_the_key() -> None:
                                       "explicitly marked illegal", '"torch.quantized.x"']
 
 
-def test_fault_parts_let_the_exporters_names_keep_their_numbers() -> None:
+@pytest.mark.parametrize("signature, text", [
+    (GATHER_ND, "[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type "
+                "'tensor(int32)' of input parameter (val_5) of operator (GatherND) in node (node_GatherND_7) "
+                "is invalid."),
+    # seed 97: the loop-free export's Concat of int32 and int64 (node n14_n0_3 -> n)
+    (CONCAT, "[ONNXRuntimeError] : 1 : FAIL : Type Error: Type parameter (T) of Optype (Concat) bound to "
+             "different types (tensor(int32) and tensor(int64) in node (n14_n0_3)."),
+])
+def test_fault_parts_let_the_exporters_names_keep_their_numbers(signature: str, text: str) -> None:
     """The key drops the numbers of ONNX value and node names (val_5 ->
-    val, node_GatherND_7 -> node_GatherND); a script's words must still find
-    them in the tool's own text, numbered."""
-    entry = make_entry(tiny_sample(one_table()), GATHER_ND, "onnxruntime-loopfree-dyn",
+    val, node_GatherND_7 -> node_GatherND, n14_n0_3 -> n); a script's words
+    must still find them in the tool's own text, numbered."""
+    entry = make_entry(tiny_sample(one_table()), signature, "onnxruntime-loopfree-dyn",
                        ("onnxruntime-loopfree-dyn",), stage=Stage.EXPORT)
-    text = ("[ONNXRuntimeError] : 10 : INVALID_GRAPH : This is an invalid model. Type Error: Type "
-            "'tensor(int32)' of input parameter (val_5) of operator (GatherND) in node (node_GatherND_7) "
-            "is invalid.")
+    assert error_key(Verdict.EXPORT_ERROR, "torch.onnx", None, text) == signature
     at = 0
     for part in fault_parts(entry):
         at = text.find(part, at)

@@ -48,9 +48,9 @@ _OUTPUT_CHARS = 4000
 _PLACEHOLDER = re.compile(r"\bN\b|%v|<src>|<file>|\[\.\.\.\]|tensor<\.\.\.>|0x\.\.\.|"
                           r"loc\(\.\.\.\)|: name = ")
 # ONNX names the normalizer took the exporter's numbers off (val_39 -> val,
-# node_GatherND_41 -> node_GatherND): each ends a part, the tool's text
-# going on with the number.
-_NUMBERED_NAME = re.compile(r"\b(val|node_[A-Za-z]+)\b")
+# node_GatherND_41 -> node_GatherND, n14_n0_3 -> n): each ends a part, the
+# tool's text going on with the number.
+_NUMBERED_NAME = re.compile(r"\b(val|node_[A-Za-z]+|n)\b")
 
 
 @dataclass(frozen=True)
