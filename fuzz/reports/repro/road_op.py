@@ -181,7 +181,7 @@ def _road_op_script(entry: CorpusEntry, target: Any, op: _OpModule) -> str:
     stage = Stage.parse(str(entry.stage))
     slots: dict[str, object] = {
         **_target_slots(_stand_in(target), backend=stage not in (Stage.EXPORT, Stage.IMPORT)),
-        "stages": True, "op_name": op.op, "shapes": "dynamic" if target.dynamic else "static",
+        "stages": True, "op_name": op.op,
         "road_words": target.description.removeprefix("road "), "signature": entry.signature,
         "stage": stage.value, "fault": fault_parts(entry), "data": op.data_lines,
         "op_class": op.class_lines}

@@ -5,7 +5,7 @@
 #| while the stage fails with the fault, 0 once every stage passes. Sections:
 #| the prelude's; static / dynamic (the target's shape mode); vulkan, read_back;
 #| road_stages'; stops_after_import, stops_after_compile, fails_at_run, fails.
-"""Repro: ${op_name} alone on the road ${road_words} (${shapes} shapes), failing as the DLRM did.
+"""Repro: ${op_name} alone on the road ${road_words}, failing as the DLRM did.
 ${signature}
 Exit 1: bug present (prints the signature); 0: fixed; 2: cannot run."""
 from .prelude import *  # @include
