@@ -147,6 +147,7 @@ def road_entry(config: DLRMConfig, target: str) -> CorpusEntry:
 
 
 @pytest.mark.pipeline
+@pytest.mark.slow  # ~29 s: the Loop blocker below keeps the road-op form on the main tier
 def test_torch_onnx_without_a_function_for_the_8_bit_bag_reproduces_as_that_op_alone(
         no_fuzz_python: str, tmp_path: Path) -> None:
     """8-bit quantized tables: torch.onnx has no ONNX function for their bag

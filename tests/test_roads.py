@@ -398,7 +398,9 @@ def test_road_cases_take_the_road_form_on_their_own_road() -> None:
 @pytest.mark.pipeline
 @pytest.mark.parametrize("target, mismatch", [("onnxruntime-loopfree-dyn", True),
                                               ("turbine-iree-cpu", True),
-                                              ("onnx-iree-vulkan-loopfree", False)])
+                                              # ~33 s on lavapipe: the slow tier
+                                              pytest.param("onnx-iree-vulkan-loopfree", False,
+                                                           marks=pytest.mark.slow)])
 def test_the_road_form_fills_for_each_road(tmp_path: Path, target: str, mismatch: bool) -> None:
     from fuzz.reports.repro import write_repro
     from fuzz.reports.repro.template import MARKERS
