@@ -16,7 +16,6 @@ targets are all roads, and ``share`` 1 sends every sample to every road.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 from fuzz.engine.records import CampaignReport
@@ -38,7 +37,6 @@ class RoadShare:
         self.roads = frozenset(t.name for t in targets if t.name in ROAD_TARGETS)
         # Capped only beside other targets: a campaign of roads alone runs them all.
         self.capped = share < 1.0 and bool(self.roads) and len(self.roads) < len(targets)
-        self.sent: Counter[str] = Counter()  # road target -> samples it was sent
 
     def over(self) -> bool:
         """Whether the road targets have taken more than their share so far."""
@@ -52,6 +50,7 @@ class RoadShare:
         if self.capped and self.over():
             self.report.road_samples_left_out += 1
             return [t for t in targets if t.name not in self.roads]
-        self.sent.update(t.name for t in targets if t.name in self.roads)
-        self.report.road_samples = dict(self.sent)
+        sent = self.report.road_samples
+        for name in (t.name for t in targets if t.name in self.roads):
+            sent[name] = sent.get(name, 0) + 1
         return targets
