@@ -24,7 +24,8 @@ import pytest
 from fuzz.model.config import DLRMConfig
 from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form, run_repro, write_repro
 from fuzz.reports.repro.graph import _OpModule
-from fuzz.reports.repro.road_op import _distinct, _ordered, _road_op_script
+from fuzz.reports.repro.graph import _op_kinds
+from fuzz.reports.repro.road_op import _ordered, _road_op_script
 from fuzz.reports.repro.template import MARKERS
 from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import TARGETS
@@ -84,7 +85,7 @@ def _small_graph() -> Any:
 
 
 def test_one_op_a_kind_is_tried_the_likely_ones_first() -> None:
-    nodes = _distinct(_small_graph())
+    nodes = _op_kinds(_small_graph())
     names = [str(n.target) for n in nodes]
     assert names.count("aten.linear.default") == 1  # one per (op, operand dtypes)
     assert not any(n.startswith(("aten._assert", "aten.sym_")) for n in names), names

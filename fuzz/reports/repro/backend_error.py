@@ -15,15 +15,15 @@ failures) finds no op within the cap and falls back to the model form."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from fuzz.reports.repro.graph import (
     _captured,
     _export,
+    _first_failing,
     _op_failure_script,
     _op_fails_as_stored,
-    _op_module,
+    _op_kinds,
     _op_shapes,
     _OpModule,
 )
@@ -38,10 +38,6 @@ __all__ = ["backend_candidates"]
 # single-op compile is 0.3-1 s on lavapipe).
 _MAX_CANDIDATES = 12
 _SEARCH_S = 30.0
-
-# Ops with no computation of their own: never the one that fails a compile.
-_INERT = ("aten._assert_tensor_metadata", "aten.lift_fresh_copy", "aten.detach", "aten.alias",
-          "aten.view", "aten._assert_scalar", "aten.sym_size", "aten.clone")
 
 # The ATen ops an MLIR op in a backend's error comes from, by a word of its name.
 _SOURCES = {"rem": ("remainder", "fmod"), "div": ("div", "floor_divide"),
@@ -68,28 +64,18 @@ def _hints(error: str) -> tuple[set[str], set[str]]:
 
 
 def backend_candidates(graph_module: Any, error: str) -> list[Any]:
-    """One node per op kind (op and input dtypes) of ``graph_module``, the
-    ones ``error`` points at first (an op its MLIR op comes from, then an op
-    on a dtype it names), then the rest in graph order; inert ops left out."""
+    """The op kinds of ``graph_module`` (``graph._op_kinds``), the ones
+    ``error`` points at first (an op its MLIR op comes from, then an op on a
+    dtype it names), then the rest in graph order."""
     words, dtypes = _hints(error)
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    nodes: list[tuple[tuple[int, int], Any]] = []
-    for position, node in enumerate(graph_module.graph.nodes):
-        name = str(node.target)
-        # Only ATen (and other dispatcher) ops: a dynamic graph's symbolic
-        # arithmetic (``operator.mul`` of sizes) is no op a module can call.
-        if node.op != "call_function" or not hasattr(node.target, "_schema") or \
-                name.startswith(_INERT):
-            continue
-        types = tuple(str(getattr(a.meta.get("val"), "dtype", "")).removeprefix("torch.")
-                      for a in node.all_input_nodes)
-        if (name, types) in seen:
-            continue
-        seen.add((name, types))
-        named = any(word == part for word in words for part in name.split(".")[1:2])
-        typed = bool(dtypes & set(types))
-        nodes.append(((not named, not typed), node))
-    return [node for _, node in sorted(nodes, key=lambda pair: pair[0])]
+
+    def rank(node: Any) -> tuple[bool, bool]:
+        types = {str(getattr(a.meta.get("val"), "dtype", "")).removeprefix("torch.")
+                 for a in node.all_input_nodes}
+        named = any(word == part for word in words for part in str(node.target).split(".")[1:2])
+        return (not named, not dtypes & types)
+
+    return sorted(_op_kinds(graph_module), key=rank)
 
 
 def _backend_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str, str | bytes] | None:
@@ -98,14 +84,9 @@ def _backend_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str
     bucket key; None when none does within the cap."""
     exported = _export(entry, target)
     nodes = backend_candidates(exported.graph_module, entry.error)[:_MAX_CANDIDATES]
-    ends = time.monotonic() + _SEARCH_S
-    for node, (args, kwargs) in _captured(exported, entry, target, nodes):
-        if time.monotonic() > ends:
-            break
-        op = _op_module(node, None, args, kwargs)
-        if op is not None and _compile_fails_as_stored(entry, op, target):
-            return {**op.files, "repro.py": _backend_error_script(entry, target, op)}
-    return None
+    op = _first_failing(_captured(exported, entry, target, nodes),
+                        lambda op: _compile_fails_as_stored(entry, op, target), _SEARCH_S)
+    return None if op is None else {**op.files, "repro.py": _backend_error_script(entry, target, op)}
 
 
 def _compile_fails_as_stored(entry: CorpusEntry, op: _OpModule, target: CompiledTarget) -> bool:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import operator
 
 from fuzz.reports.repro.graph import (
+    _first_failing,
     _op_failure_script,
     _op_fails_as_stored,
-    _op_module,
     _op_shapes,
     _OpModule,
     _recorded,
@@ -33,11 +33,9 @@ def _export_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[str,
     candidates = [n for n in graph.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     candidates.sort(key=lambda n: not str(n.target).startswith("quantized.")
                     and not any(a.op == "get_attr" for a in n.all_input_nodes))
-    for node, (args, kwargs) in _recorded(graph, inputs, candidates[:_MAX_EXPORT_CANDIDATES]):
-        op = _op_module(node, None, args, kwargs)
-        if op is not None and _export_fails_as_stored(entry, op, target.dynamic):
-            return {**op.files, "repro.py": _export_error_script(entry, target, op)}
-    return None
+    op = _first_failing(_recorded(graph, inputs, candidates[:_MAX_EXPORT_CANDIDATES]),
+                        lambda op: _export_fails_as_stored(entry, op, target.dynamic))
+    return None if op is None else {**op.files, "repro.py": _export_error_script(entry, target, op)}
 
 
 # Single-op exports tried per EXPORT_ERROR bucket (~0.05 s each).

@@ -7,8 +7,9 @@ form (single-op, export, lowering) is built from these pieces."""
 from __future__ import annotations
 
 import operator
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -318,6 +319,54 @@ def _op_fails_as_stored(entry: CorpusEntry, op: _OpModule, stage: Stage | None,
     except StageFailure as failed:
         return (stage is None or failed.stage is stage) and _stored_key(entry, failed.failure)
     return False
+
+
+# Ops with no computation of their own (checks, views, symbolic sizes): never
+# the one op a one-op form is looking for.
+_INERT = ("aten._assert", "aten._functional_assert", "aten.sym_", "aten.lift_fresh_copy",
+          "aten.detach", "aten.alias", "aten.view", "aten.clone")
+
+
+def _op_kinds(graph_module: Any) -> list[Any]:
+    """One node per op kind (op and operand dtypes) of ``graph_module``, in
+    graph order: dispatcher ops only (a dynamic graph's symbolic arithmetic,
+    ``operator.mul`` of sizes, is no op a module can call), taking a tensor
+    and returning one, inert ones left out; the candidates the backend and
+    road one-op forms order their own way."""
+    import torch
+
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    kinds = []
+    for node in graph_module.graph.nodes:
+        name = str(node.target)
+        if node.op != "call_function" or not hasattr(node.target, "_schema") or name.startswith(_INERT):
+            continue
+        types = tuple(str(getattr(a.meta.get("val"), "dtype", "")).removeprefix("torch.")
+                      for a in node.all_input_nodes)
+        result = node.meta.get("val")
+        first = result[0] if isinstance(result, (tuple, list)) and result else result
+        # A module of the op alone takes tensors and returns one.
+        if not isinstance(first, torch.Tensor) or not any(types):
+            continue
+        if (name, types) not in seen:
+            seen.add((name, types))
+            kinds.append(node)
+    return kinds
+
+
+def _first_failing(pairs: Iterable[tuple[Any, tuple[Sequence[Any], dict[str, Any]]]],
+                   fails: Callable[[_OpModule], bool], seconds: float | None = None) -> _OpModule | None:
+    """The first node of ``pairs`` (node, its recorded arguments) whose own
+    module ``fails`` as stored, within ``seconds`` (None: no cap): the search
+    every one-op form makes."""
+    ends = float("inf") if seconds is None else time.monotonic() + seconds
+    for node, (args, kwargs) in pairs:
+        if time.monotonic() > ends:
+            return None
+        op = _op_module(node, None, args, kwargs)
+        if op is not None and fails(op):
+            return op
+    return None
 
 
 def _stored_key(entry: CorpusEntry, failure: Any) -> bool:

@@ -10,9 +10,9 @@ from typing import Any
 from fuzz.reports.repro.graph import (
     _captured,
     _export,
+    _first_failing,
     _op_failure_script,
     _op_fails_as_stored,
-    _op_module,
     _op_shapes,
     _OpModule,
 )
@@ -32,11 +32,9 @@ def _lowering_error_files(entry: CorpusEntry, target: CompiledTarget) -> dict[st
     exported = _export(entry, target)
     named = [n for n in exported.graph_module.graph.nodes
              if n.op == "call_function" and _torch_op_name(n.target) == entry.op]
-    for node, (args, kwargs) in _captured(exported, entry, target, named[:_MAX_LOWERING_CANDIDATES]):
-        op = _op_module(node, None, args, kwargs)
-        if op is not None and _lowering_fails_as_stored(entry, op, target):
-            return {**op.files, "repro.py": _lowering_error_script(entry, target, op)}
-    return None
+    op = _first_failing(_captured(exported, entry, target, named[:_MAX_LOWERING_CANDIDATES]),
+                        lambda op: _lowering_fails_as_stored(entry, op, target))
+    return None if op is None else {**op.files, "repro.py": _lowering_error_script(entry, target, op)}
 
 
 # Nodes of the named op tried per lowering bucket (~0.1-0.3 s each: export + lowering).

@@ -11,14 +11,13 @@ road form (``road.py``) reproduces it instead."""
 
 from __future__ import annotations
 
-import operator
 import re
 import time
 from typing import Any, Callable, Sequence
 
 from fuzz.reports.repro.core import _ToolchainFailed, fault_parts
-from fuzz.reports.repro.graph import (_captured, _op_fails_as_stored, _op_instance, _op_module, _op_shapes,
-                                     _OpModule, _recorded, _traced)
+from fuzz.reports.repro.graph import (_captured, _first_failing, _op_fails_as_stored, _op_instance, _op_kinds,
+                                     _op_shapes, _OpModule, _recorded, _traced)
 from fuzz.reports.repro.road import _onnx_tool_files, _road_export, _road_slots, _stand_in, road_of, \
     road_target
 from fuzz.reports.repro.script import _target_slots
@@ -53,10 +52,6 @@ _ONNX_SOURCES = {"Loop": ("embedding_bag",), "SequenceEmpty": ("embedding_bag",)
                  "GatherElements": ("gather",), "ScatterND": ("index_put",),
                  "ScatterElements": ("scatter", "scatter_add")}
 
-# Ops with nothing to export alone: checks and symbolic sizes.
-_NO_OUTPUT = re.compile(r"^aten\.(_assert|sym_|_functional_assert)")
-
-
 def has_road_op_form(entry: CorpusEntry, table: dict[str, Target] | None = None) -> bool:
     """Whether the entry is a road case's error, which the one-op road form is tried for."""
     return entry.verdict in ROAD_OP_VERDICTS and road_target(entry, table) is not None
@@ -65,17 +60,16 @@ def has_road_op_form(entry: CorpusEntry, table: dict[str, Target] | None = None)
 def _road_op_files(entry: CorpusEntry, target: Any) -> dict[str, str | bytes] | None:
     """The first op (likely ones first: ``_ordered``) whose own module fails
     the target's pipeline at the entry's stage with its bucket key, as
-    repro.py and what it loads; None when none does within the caps."""
+    repro.py and what it loads; None when none does within the caps (the
+    seconds count the road's export of the model too)."""
     began = time.monotonic()
     graph, record = _program(entry, target)
-    candidates = _ordered(_distinct(graph), entry)[:_MAX_CANDIDATES]
-    for node, (args, kwargs) in record(candidates):
-        if time.monotonic() - began > _SEARCH_SECONDS:
-            return None
-        op = _op_module(node, None, args, kwargs)
-        if op is not None and _road_fails_as_stored(entry, op, target):
-            return {**op.files, **_op_tool_files(op, target), "repro.py": _road_op_script(entry, target, op)}
-    return None
+    candidates = _ordered(_op_kinds(graph), entry)[:_MAX_CANDIDATES]
+    op = _first_failing(record(candidates), lambda op: _road_fails_as_stored(entry, op, target),
+                        _SEARCH_SECONDS - (time.monotonic() - began))
+    if op is None:
+        return None
+    return {**op.files, **_op_tool_files(op, target), "repro.py": _road_op_script(entry, target, op)}
 
 
 _Recorder = Callable[[Sequence[Any]], list[tuple[Any, tuple[tuple[Any, ...], dict[str, Any]]]]]
@@ -94,27 +88,6 @@ def _program(entry: CorpusEntry, target: Any) -> tuple[Any, _Recorder]:
         traced, inputs = _traced(entry, target)
         return traced, lambda nodes: _recorded(traced, inputs, nodes)
     return exported.graph_module, lambda nodes: _captured(exported, entry, target, nodes)
-
-
-def _distinct(graph: Any) -> list[Any]:
-    """The graph's op nodes worth exporting alone, one per (op, operand dtypes):
-    an op with a tensor result and a tensor operand (no checks, no symbolic sizes)."""
-    import torch
-
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    kept = []
-    for node in graph.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem or _NO_OUTPUT.match(str(node.target)):
-            continue
-        result = node.meta.get("val")
-        first = result[0] if isinstance(result, (tuple, list)) and result else result
-        dtypes = tuple(str(getattr(a.meta.get("val"), "dtype", "-")) for a in node.all_input_nodes)
-        key = (str(node.target), dtypes)
-        if not isinstance(first, torch.Tensor) or all(d == "-" for d in dtypes) or key in seen:
-            continue
-        seen.add(key)
-        kept.append(node)
-    return kept
 
 
 def _ordered(nodes: list[Any], entry: CorpusEntry) -> list[Any]:
