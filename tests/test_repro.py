@@ -252,7 +252,8 @@ def test_an_exception_a_repro_did_not_expect_exits_2_not_1(
 # -- pipeline tier ----------------------------------------------------------------
 
 @pytest.mark.pipeline
-@pytest.mark.parametrize("weights", ["inline", "inputs"])
+# inline weights (~22 s) in the slow tier: inputs keep the form on the main tier
+@pytest.mark.parametrize("weights", [pytest.param("inline", marks=pytest.mark.slow), "inputs"])
 def test_weighted_pooling_mismatch_gives_a_single_op_repro(no_fuzz_python: str, tmp_path: Path, weights: str) -> None:
     """The op's operands are captured from an eager run of the exported
     program; with weights as inputs the seed's weights lead its inputs."""
@@ -268,8 +269,9 @@ def test_weighted_pooling_mismatch_gives_a_single_op_repro(no_fuzz_python: str, 
 
 
 @pytest.mark.pipeline
-@pytest.mark.parametrize("weights, target", [("inline", "iree-cpu"), ("inputs", "iree-cpu"),
-                                             ("inputs", "iree-cpu-dyn")])
+# inline weights (~24 s) in the slow tier: the two inputs cases stay on the main tier
+@pytest.mark.parametrize("weights, target", [pytest.param("inline", "iree-cpu", marks=pytest.mark.slow),
+                                             ("inputs", "iree-cpu"), ("inputs", "iree-cpu-dyn")])
 def test_mismatch_without_a_culprit_op_gives_a_model_repro(no_fuzz_python: str, tmp_path: Path, weights: str,
                                                             target: str) -> None:
     """The model form follows the case's weight form: with weights as program
