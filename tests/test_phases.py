@@ -318,6 +318,10 @@ def test_buckets_stored_from_one_sample_each_hold_their_own_targets_key(tmp_path
     assert asked == ["fake-raise", "fake-ok"]
     campaign.bugs.shrink_one(twin.name, budget_s=5)  # its own key, remembered
     assert asked == ["fake-raise", "fake-ok"]
+    # No step held: the case stays, but its record says so (a fixpoint, two
+    # passes), so replay does not queue it as cut short.
+    record = corpus.load_entry(twin).shrink
+    assert record is not None and (record["stopped"], record["passes"]) == ("fixpoint", 2)
 
 
 @pytest.mark.pipeline
@@ -436,6 +440,83 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     assert campaign.bugs.unshrunk == [] and sorted(campaign.session.pool.submitted) == buckets
     assert {r.bucket: r.record for r in campaign.report.shrinks} == {
         b: {"skipped": "budget kept for the reports"} for b in buckets}
+
+
+def test_a_bucket_stopped_on_its_budget_shrinks_on_while_no_other_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket whose --shrink-budget runs out is reported as it is, then gets
+    more turns only once no bucket waits for its first budget, only while a
+    turn of the shrink share stays free, never in the finish phase, and at
+    most ``_OVERTIME_FACTOR`` budgets in all; a smaller case found then is
+    reported again."""
+    import types
+
+    from fuzz.engine import bugwork
+    from fuzz.engine.records import ShrinkRecord
+
+    clock = types.SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(bugwork, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
+
+    class Pool:
+        slots = 2
+
+        def __init__(self) -> None:
+            self.submitted: list[str] = []
+
+        def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
+            self.submitted.append(job.folder.rsplit("/", 1)[-1])
+            return len(self.submitted)
+
+    campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",),
+                                        shrink_budget_s=40.0))
+    bugs, pool = campaign.bugs, Pool()
+    campaign.session.pool = pool  # type: ignore[assignment]
+    slow, quick = "compile_error-00000000000a", "lowering_error-00000000000b"
+    turns: list[tuple[str, float]] = []
+
+    def shrink_one(bucket: str, budget_s: float) -> ShrinkRecord:
+        turns.append((bucket, budget_s))
+        clock.now += budget_s
+        # The slow bucket ends smaller and at its fixpoint on its sixth turn (120 s).
+        done = bucket == quick or turns.count((slow, 20.0)) == 6
+        return ShrinkRecord(bucket, "t", {"stopped": "fixpoint" if done else "budget"},
+                            replaced=bucket == slow and done)
+
+    bugs.shrink_one = shrink_one  # type: ignore[method-assign]
+    bugs.generating_since = clock.now - 1000  # room in the share for every turn below
+    bugs.unshrunk = [slow]
+    bugs.needs_report.add(slow)
+    bugs.work(deadline=clock.now + 44)
+    # Its budget (two turns of 20 s) is spent and it is reported as it is;
+    # the deadline leaves no room for a third turn.
+    assert turns == [(slow, 20.0), (slow, 20.0)] and bugs.overtime == [slow]
+    assert pool.submitted == [slow]
+    bugs.report_jobs.clear()  # its report is in
+    bugs.needs_report.discard(slow)
+    bugs.unshrunk = [quick]
+    bugs.needs_report.add(quick)
+    bugs.finish_by = clock.now + 10_000
+    bugs.work(deadline=clock.now + 82)
+    # The new bucket first; then the slow one on, in overtime, until the
+    # deadline; turns that found nothing smaller write no report again.
+    assert [b for b, _ in turns[2:]] == [quick, slow, slow, slow] and bugs.overtime == [slow]
+    assert pool.submitted == [slow, quick]
+    # The smaller case found in overtime is reported again; its fixpoint ends the overtime.
+    bugs.work(deadline=clock.now + 1000)
+    assert turns[6:] == [(slow, 20.0)] and bugs.overtime == []
+    assert pool.submitted == [slow, quick, slow]
+    assert {r.bucket: r.record["stopped"] for r in campaign.report.shrinks} == {
+        slow: "fixpoint", quick: "fixpoint"}
+    # Never in the finish phase, never without a free turn of the share, never past its cap.
+    bugs.overtime = [slow]
+    bugs.work(deadline=clock.now + 1000, share=None)
+    bugs.generating_since, campaign.report.shrink_s = clock.now - 100, 10.0  # 30 s of share free
+    bugs.work(deadline=clock.now + 1000)
+    assert len(turns) == 7 and bugs.overtime == [slow]
+    bugs.generating_since = clock.now - 10_000
+    bugs._shrink_spent[slow] = 4 * 40.0 - 4
+    bugs.work(deadline=clock.now + 1000)
+    assert len(turns) == 7 and bugs.overtime == [] and pool.submitted == [slow, quick, slow]
 
 
 def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path) -> None:

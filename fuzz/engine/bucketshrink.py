@@ -130,6 +130,11 @@ class BucketShrinker:
         record = _merged(entry.shrink, result.to_dict())
         keys[memo(result.sample)] = wanted  # the reducer kept it
         if size_key(result.sample) >= size_key(entry.sample):
+            # A later turn that found nothing smaller still ends the record
+            # (a fixpoint now, the steps summed): replay must not queue the
+            # case again as cut short, and the next turn must add to it.
+            with deferred():
+                corpus.update_case(root, bucket, shrink=record)
             return ShrinkRecord(bucket, target.name, record, False)
         # The stored evidence (error line, numbers, programs) must be the shrunk case's.
         try:
