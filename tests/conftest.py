@@ -19,6 +19,7 @@ one of the others too if it starts anything.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -99,6 +100,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[tierguard.LOG_ENV] = str(_CHILD_LOG)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The guard's ``sitecustomize`` folder goes with the session (a hundred
+    runs left a hundred folders in /tmp)."""
+    if _CHILD_LOG is not None:
+        shutil.rmtree(_CHILD_LOG.parent, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
