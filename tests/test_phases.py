@@ -411,23 +411,25 @@ def test_a_wrong_answer_that_changes_between_runs_is_flaky_not_a_mismatch(tmp_pa
     assert wrong.verdict is Verdict.MISMATCH and wrong.bucket.startswith("mismatch-")
 
 
+class _ReportPool:
+    """Two slots; records the bucket of each report job submitted, runs none."""
+    slots = 2
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+
+    def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
+        self.submitted.append(job.folder.rsplit("/", 1)[-1])
+        return len(self.submitted)
+
+
 def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     """When the time left before the end of the finish phase is what the
     unwritten reports need, shrinking stops and every bucket still waiting
     for it is reported as it is, so the campaign ends with a repro for each
     (not a queue of reports after it)."""
-    class Pool:
-        slots = 2
-
-        def __init__(self) -> None:
-            self.submitted: list[str] = []
-
-        def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
-            self.submitted.append(job.folder.rsplit("/", 1)[-1])
-            return len(self.submitted)
-
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",)))
-    campaign.session.pool = Pool()  # type: ignore[assignment]
+    campaign.session.pool = _ReportPool()  # type: ignore[assignment]
     buckets = [f"compile_error-00000000000{i}" for i in range(4)]
     campaign.bugs.unshrunk = list(buckets)
     campaign.bugs.needs_report.update(buckets)
@@ -457,19 +459,9 @@ def test_a_bucket_stopped_on_its_budget_shrinks_on_while_no_other_waits(
     clock = types.SimpleNamespace(now=1000.0)
     monkeypatch.setattr(bugwork, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
 
-    class Pool:
-        slots = 2
-
-        def __init__(self) -> None:
-            self.submitted: list[str] = []
-
-        def submit(self, job, after=None, urgent=False) -> int:  # type: ignore[no-untyped-def]
-            self.submitted.append(job.folder.rsplit("/", 1)[-1])
-            return len(self.submitted)
-
     campaign = Campaign(CampaignOptions(corpus_dir=tmp_path / "corpus", targets=("fake-ok",),
                                         shrink_budget_s=40.0))
-    bugs, pool = campaign.bugs, Pool()
+    bugs, pool = campaign.bugs, _ReportPool()
     campaign.session.pool = pool  # type: ignore[assignment]
     slow, quick = "compile_error-00000000000a", "lowering_error-00000000000b"
     turns: list[tuple[str, float]] = []
