@@ -36,6 +36,9 @@ def _summary(console: Console, report: CampaignReport) -> None:
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in report.phase_seconds.items())
     if report.shrink_s:
         phases += f" (of which shrinking {report.shrink_s:.1f}s)"
+    if report.report_costs:
+        phases += (f"; {len(report.report_costs)} report jobs, "
+                   f"{sum(report.report_costs):.1f} worker-s")
     _row(head, "time in phases", phases or "-")
     ready, unconfirmed = report.actionable()
     if report.new_buckets:

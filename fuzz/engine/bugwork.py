@@ -83,7 +83,6 @@ class BugWork:
         # changed while theirs ran (their report is written again).
         self.report_jobs: dict[int, str] = {}
         self.stale_reports: set[str] = set()
-        self.report_costs: list[float] = []  # worker seconds of each report job so far
         self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
         # Each turn at one bucket's case (``fuzz.engine.bucketshrink``).
@@ -242,7 +241,8 @@ class BugWork:
         """Wall seconds the reports not yet written will take (measured: a
         report job is ~13 worker-seconds), so they end inside the budget."""
         unreported = self.needs_report | set(self.unshrunk)
-        each = statistics.fmean(self.report_costs) if self.report_costs else _REPORT_S
+        costs = self.report.report_costs
+        each = statistics.fmean(costs) if costs else _REPORT_S
         return each * len(unreported) / max(1, self.pool.slots if self.pool is not None else 1)
 
     def report_unshrunk(self, why: str) -> None:
@@ -310,7 +310,7 @@ class BugWork:
         changed while its report ran gets another."""
 
         if isinstance(answer, dict) and "seconds" in answer:
-            self.report_costs.append(float(answer["seconds"]))
+            self.report.report_costs.append(float(answer["seconds"]))
         if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
             last = answer.traceback.strip().splitlines()[-1]
             self.report.harness_errors.append(f"report of {bucket}: {last}")

@@ -162,6 +162,9 @@ class CampaignReport:
     workers: int = 0
     # Wall seconds of the generate phase spent shrinking (inside the budget).
     shrink_s: float = 0.0
+    # Worker seconds of each bug-report job answered (repro search and check,
+    # tool files): with ``shrink_s``, what the bug work cost the samples.
+    report_costs: list[float] = field(default_factory=list)
     road_share: float = 1.0  # the most of the targets' seconds the road targets take
 
     @property
@@ -191,6 +194,8 @@ class CampaignReport:
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s),
                 "shrink_s": round(self.shrink_s, 2),
+                "report_jobs": {"answered": len(self.report_costs),
+                                "worker_s": round(sum(self.report_costs), 2)},
                 "cut_at_deadline": {"jobs": self.cut_jobs, "running": self.cut_running,
                                     "samples": self.cut_samples,
                                     "unfiled": list(self.cut_unfiled)},
