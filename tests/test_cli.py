@@ -46,6 +46,23 @@ def test_corpus_that_is_a_file_is_refused_and_kept(tmp_path: Path) -> None:
     assert path.read_text() == "precious"
 
 
+def test_shrink_share_is_a_fraction_of_generation_time() -> None:
+    """--shrink-share takes a fraction in (0, 1] (default 0.4, the campaign's);
+    anything else is a one-line error naming the option and an example."""
+    import argparse
+
+    from fuzz.cli.main import _parser
+    from fuzz.engine.records import CampaignOptions
+
+    parse = _parser().parse_args
+    assert parse(["run"]).shrink_share == CampaignOptions().shrink_share == 0.4
+    assert parse(["run", "--shrink-share", "0.15"]).shrink_share == 0.15
+    from fuzz.cli.options import _shrink_share
+    for bad in ("0", "1.5", "half"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"shrink-share='{bad}': must be a fraction"):
+            _shrink_share(bad)
+
+
 def test_parse_duration() -> None:
     assert parse_duration("90") == 90 and parse_duration("2m") == 120
     assert parse_duration("1.5h") == 5400

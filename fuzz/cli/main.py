@@ -34,6 +34,7 @@ from fuzz.cli.options import (
     _scale,
     _seed,
     _share,
+    _shrink_share,
     _toolchain_option,
     parse_duration,
     parse_duration_or_zero,
@@ -114,7 +115,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="skip the shrink phase (minimizing each new bucket's case)")
     run.add_argument("--shrink-budget", type=parse_duration, default=60.0,
                      help="shrinking time per new bucket (default 60s); shrinking runs "
-                          "beside generation, at most 40%% of the time it has run")
+                          "beside generation, at most --shrink-share of the time it has run")
+    run.add_argument("--shrink-share", type=_shrink_share, default=0.4, metavar="F",
+                     help="the most of the time generation has run that shrinking takes "
+                          "(default 0.4): lower checks more samples, higher leaves more "
+                          "buckets shrunk when the budget ends")
     run.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="run the workers as Ray actors: 'local' (a cluster of this process), "
                           "'auto' (the one `ray start` made) or HOST:PORT; needs "
@@ -263,6 +268,7 @@ def _run(console: Console, err: Console, args: argparse.Namespace) -> int:
                               cache_dir=None if args.no_cache else args.cache,
                               cache_mb=args.cache_mb, replay=not args.no_replay,
                               shrink=not args.no_shrink, shrink_budget_s=args.shrink_budget,
+                              shrink_share=args.shrink_share,
                               report=not args.no_report, schedule=args.schedule,
                               ray=args.ray, ray_gpu_workers=args.ray_gpu_workers,
                               focus=focus)

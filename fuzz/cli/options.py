@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import Callable
 
 from fuzz.model.config import DLRMConfig
 from fuzz.model.focus import Focus, FocusError, load_config, make_focus
@@ -56,15 +57,24 @@ def _scale(text: str) -> float:
     return value
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"road-share={text!r}: must be a fraction > 0 and <= 1 "
-                                         "(e.g. 0.2; 1 sends every sample to every road target)")
-    return value
+def _fraction(name: str, example: str) -> Callable[[str], float]:
+    """A parser of ``--NAME F``: a fraction > 0 and <= 1, else a one-line
+    error naming the option and what its values mean (``example``)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 1:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be a fraction > 0 and <= 1 "
+                                             f"({example})")
+        return value
+    return parse
+
+
+_share = _fraction("road-share", "e.g. 0.2; 1 sends every sample to every road target")
+_shrink_share = _fraction("shrink-share", "e.g. 0.4; 1 lets shrinking take all the time "
+                                          "generation has run")
 
 
 def _seed(text: str) -> int:
