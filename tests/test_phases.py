@@ -436,7 +436,7 @@ def test_the_end_of_the_budget_is_kept_for_the_reports(tmp_path: Path) -> None:
     # Reports measured at 13 s each in this campaign: 4 x 13 s / 2 workers =
     # 26 s of the 20 s left before the end of the finish phase, so no shrink
     # turn starts, whatever generation's deadline.
-    campaign.report.report_costs = [12.0, 14.0]
+    campaign.report.report_costs = {"x": [12.0], "y": [14.0]}
     campaign.bugs.finish_by = time.monotonic() + 20
     campaign.bugs.work(deadline=time.monotonic() + 5)
     assert campaign.bugs.unshrunk == [] and sorted(campaign.session.pool.submitted) == buckets
@@ -524,7 +524,7 @@ def test_the_room_kept_for_reports_follows_what_reports_cost_here(tmp_path: Path
     campaign.bugs.unshrunk = ["a", "b"]
     campaign.bugs.needs_report.update({"b", "c", "d"})
     assert campaign.bugs.reserve_s() == pytest.approx(4 * _REPORT_S / 2)
-    campaign.report.report_costs = [4.0, 6.0]
+    campaign.report.report_costs = {"b": [4.0, 6.0]}
     assert campaign.bugs.reserve_s() == pytest.approx(4 * 5.0 / 2)
 
 
@@ -538,12 +538,13 @@ def test_the_summary_says_what_the_report_jobs_cost() -> None:
     from fuzz.cli.summary import _summary
     from fuzz.engine.records import CampaignReport
 
-    report = CampaignReport(shrink_s=12.5, report_costs=[3.0, 4.5])
+    report = CampaignReport(shrink_s=12.5, report_costs={"a": [1.0, 2.0], "b": [4.5]})
     report.phase_seconds["generate"] = 60.0
-    assert report.summary()["report_jobs"] == {"answered": 2, "worker_s": 7.5}
+    assert report.summary()["report_jobs"] == {"answered": 3, "worker_s": 7.5, "by_bucket": {
+        "a": [1.0, 2.0], "b": [4.5]}}
     out = io.StringIO()
     _summary(Console(file=out, width=400), report)
-    assert "generate 60.0s (of which shrinking 12.5s); 2 report jobs, 7.5 worker-s" in out.getvalue()
+    assert "generate 60.0s (of which shrinking 12.5s); 3 report jobs, 7.5 worker-s" in out.getvalue()
 
 
 @pytest.mark.engine

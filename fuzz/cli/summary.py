@@ -37,8 +37,8 @@ def _summary(console: Console, report: CampaignReport) -> None:
     if report.shrink_s:
         phases += f" (of which shrinking {report.shrink_s:.1f}s)"
     if report.report_costs:
-        phases += (f"; {len(report.report_costs)} report jobs, "
-                   f"{sum(report.report_costs):.1f} worker-s")
+        phases += (f"; {len(report.report_seconds)} report jobs, "
+                   f"{sum(report.report_seconds):.1f} worker-s")
     _row(head, "time in phases", phases or "-")
     ready, unconfirmed = report.actionable()
     if report.new_buckets:

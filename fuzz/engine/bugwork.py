@@ -241,7 +241,7 @@ class BugWork:
         """Wall seconds the reports not yet written will take (measured: a
         report job is ~13 worker-seconds), so they end inside the budget."""
         unreported = self.needs_report | set(self.unshrunk)
-        costs = self.report.report_costs
+        costs = self.report.report_seconds
         each = statistics.fmean(costs) if costs else _REPORT_S
         return each * len(unreported) / max(1, self.pool.slots if self.pool is not None else 1)
 
@@ -310,7 +310,7 @@ class BugWork:
         changed while its report ran gets another."""
 
         if isinstance(answer, dict) and "seconds" in answer:
-            self.report.report_costs.append(float(answer["seconds"]))
+            self.report.report_costs.setdefault(bucket, []).append(float(answer["seconds"]))
         if isinstance(answer, HarnessFault):  # a bug of ours: this bucket's report only
             last = answer.traceback.strip().splitlines()[-1]
             self.report.harness_errors.append(f"report of {bucket}: {last}")

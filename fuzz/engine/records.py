@@ -164,8 +164,14 @@ class CampaignReport:
     shrink_s: float = 0.0
     # Worker seconds of each bug-report job answered (repro search and check,
     # tool files): with ``shrink_s``, what the bug work cost the samples.
-    report_costs: list[float] = field(default_factory=list)
+    # By bucket, in the order they answered (an op-level bucket's first is its one-op report).
+    report_costs: dict[str, list[float]] = field(default_factory=dict)
     road_share: float = 1.0  # the most of the targets' seconds the road targets take
+
+    @property
+    def report_seconds(self) -> list[float]:
+        """Worker seconds of every report job answered, whichever bucket."""
+        return [c for costs in self.report_costs.values() for c in costs]
 
     @property
     def new_buckets(self) -> list[Finding]:
@@ -194,8 +200,10 @@ class CampaignReport:
                 "draws_checked": self.draws_checked, "draws_reseeded": self.draws_reseeded,
                 "first_found_s": dict(self.first_found_s),
                 "shrink_s": round(self.shrink_s, 2),
-                "report_jobs": {"answered": len(self.report_costs),
-                                "worker_s": round(sum(self.report_costs), 2)},
+                "report_jobs": {"answered": len(self.report_seconds),
+                                "worker_s": round(sum(self.report_seconds), 2),
+                                "by_bucket": {b: [round(c, 2) for c in costs]
+                                              for b, costs in self.report_costs.items()}},
                 "cut_at_deadline": {"jobs": self.cut_jobs, "running": self.cut_running,
                                     "samples": self.cut_samples,
                                     "unfiled": list(self.cut_unfiled)},
