@@ -19,6 +19,7 @@ from fuzz.engine.campaign import Campaign, CampaignOptions
 from fuzz.engine.records import Observed, ReplayRecord
 from fuzz.model.sample import Batch, Sample
 from fuzz.targets.catalog import EAGER, REFERENCE, resolve_targets
+from fuzz.triage.edits import content_hash
 from fuzz.triage.findings import Triage
 from fuzz.workers.pool import WorkerPool
 from oracles import Tolerance, Verdict, bucket_for, mismatch_key
@@ -600,19 +601,19 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
         assert found.culprit == "op:aten.relu.default" and found.new
         assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
         campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
-        # A smaller generated case replaces the stored one: its single op is checked again.
+        # A smaller generated case does not replace it: the repro is the op,
+        # and a new report would find the same op again.
+        before = content_hash(corpus.load_entry(tmp_path / "c" / found.bucket).sample)
         campaign.bugs.op_first.clear()
         (again,) = file_as_generated(campaign, tiny_sample())
-    assert again.bucket == found.bucket and not again.new
-    assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink is None
-    assert campaign.bugs.op_first == {found.bucket} and campaign.bugs.unshrunk == []
-    assert campaign.bugs.to_report == [found.bucket]
-    campaign.report.repro_status[found.bucket] = "reproduces"
-    campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "single-op"}}, "reproduces")
-    assert campaign.bugs.unshrunk == []
+    assert again.bucket == found.bucket and not again.new and campaign.ledger.one_op == {found.bucket}
+    stored = corpus.load_entry(tmp_path / "c" / found.bucket)
+    assert content_hash(stored.sample) == before and stored.shrink["stopped"] == "single-op"
+    assert campaign.bugs.op_first == set() and campaign.bugs.unshrunk == []
     (record,) = campaign.report.shrinks
     assert record.record["stopped"] == "single-op" and record.record["op"] == found.culprit
     assert corpus.load_entry(tmp_path / "c" / found.bucket).shrink["stopped"] == "single-op"
+    campaign.report.repro_status[found.bucket] = "reproduces"  # its one-op report's answer
     assert campaign.report.actionable() == ([found.bucket], {})
     campaign.bugs.needs_report.discard(found.bucket)
     campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")

@@ -161,11 +161,9 @@ class BugWork:
 
     def case_replaced(self, bucket: str) -> None:
         """A smaller generated case replaced ``bucket``'s stored one: it needs its
-        own repro, tool files and REPORT.md, and one minimal as one op must be
-        found so again (its record went with the old case)."""
+        own repro, tool files and REPORT.md (one minimal as one op is never
+        replaced: ``Ledger.one_op``)."""
         self.needs_report.add(bucket)
-        if any(r.bucket == bucket and r.record.get("stopped") == "single-op" for r in self.report.shrinks):
-            self.op_first.add(bucket)
         if bucket not in self.unshrunk:
             self.ready_for_report(bucket)
 
@@ -351,6 +349,8 @@ class BugWork:
         self.note_shrink(ShrinkRecord(bucket, entry.target, record, False))
         with deferred():
             corpus.update_case(self.options.corpus_dir, bucket, shrink=record)
+        if self.ledger is not None:  # its stored case stays: a smaller model changes no repro
+            self.ledger.one_op.add(bucket)
 
     def finish(self, until: float) -> None:
         """After the budget: buckets still waiting for shrinking are reported

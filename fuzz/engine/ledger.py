@@ -53,6 +53,12 @@ class Ledger:
         self.known = {entry.bucket for entry in self.stored}
         self._sizes: dict[str, tuple[int, ...]] = {}
         self.held: set[str] = set()  # buckets this campaign holds back (``corpus.HELD``)
+        # Buckets whose minimal case is one op (shrink ``stopped: single-op``):
+        # their repro is that op, so a smaller model case changes nothing in
+        # the bug report and is not stored (each replacement cost a report job
+        # of ~20 worker-s that found the same op again: seed 1, 7 buckets).
+        self.one_op = {e.bucket for e in self.stored
+                       if (e.shrink or {}).get("stopped") == "single-op"}
 
     def file(self, finding: Finding, sample: Sample, campaign_seed: int,
              repairs: tuple[str, ...] = (), hold: bool = False) -> tuple[Filed, CorpusEntry]:
@@ -76,7 +82,7 @@ class Ledger:
             if finding.bucket in self.known:
                 corpus.record_seen(self.root, finding.bucket, finding.targets)
                 size = size_key(sample)
-                if size < self.stored_size(finding.bucket) and \
+                if finding.bucket not in self.one_op and size < self.stored_size(finding.bucket) and \
                         corpus.replace_if_smaller(self.root, entry, size_key):
                     self._sizes[finding.bucket] = size
                     return "replaced", entry
