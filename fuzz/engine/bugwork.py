@@ -198,7 +198,7 @@ class BugWork:
             elif self._overtime_allowed(share, now):
                 bucket = min(self.overtime, key=lambda b: self._shrink_spent.get(b, 0.0))
                 self.overtime.remove(bucket)
-                cap = _OVERTIME_FACTOR * self.options.shrink_budget_s
+                cap = self._overtime_cap
             else:
                 return
             spent = self._shrink_spent.get(bucket, 0.0)
@@ -216,8 +216,7 @@ class BugWork:
                 if self._shrink_spent[bucket] + _MIN_SHRINK_S < self.options.shrink_budget_s:
                     self.unshrunk.append(bucket)  # another turn, after the others had theirs
                     continue
-                if self._shrink_spent[bucket] + _MIN_SHRINK_S < \
-                        _OVERTIME_FACTOR * self.options.shrink_budget_s:
+                if self._shrink_spent[bucket] + _MIN_SHRINK_S < self._overtime_cap:
                     self.overtime.append(bucket)  # reported now, shrunk on when nothing waits
             if record.replaced:
                 self.needs_report.add(bucket)
@@ -230,14 +229,20 @@ class BugWork:
         generation runs (the bounded finish phase has no time to report a
         smaller case again) and while a whole turn of the shrink share stays
         free, so a bucket found next still has its first turn at once."""
-        if share is None or not self.overtime:
+        if share is None:
             return False
         room = share * (now - self.generating_since) - self.report.shrink_s
         return room >= 2 * _SHRINK_TURN_S
 
+    @property
+    def _overtime_cap(self) -> float:
+        """Shrink seconds a bucket may have in all, overtime included."""
+        return _OVERTIME_FACTOR * self.options.shrink_budget_s
+
     def reserve_s(self) -> float:
-        """Wall seconds the reports not yet written will take (measured: a
-        report job is ~13 worker-seconds), so they end inside the budget."""
+        """Wall seconds the reports not yet written will take (the mean of
+        this campaign's report jobs: ~20 worker-seconds each on 2 cores), so
+        they end inside the budget."""
         unreported = self.needs_report | set(self.unshrunk)
         costs = self.report.report_seconds
         each = statistics.fmean(costs) if costs else _REPORT_S

@@ -163,8 +163,8 @@ class CampaignReport:
     # Wall seconds of the generate phase spent shrinking (inside the budget).
     shrink_s: float = 0.0
     # Worker seconds of each bug-report job answered (repro search and check,
-    # tool files): with ``shrink_s``, what the bug work cost the samples.
-    # By bucket, in the order they answered (an op-level bucket's first is its one-op report).
+    # tool files), by bucket in answer order (an op-level bucket's first is its
+    # one-op report): with ``shrink_s``, what the bug work cost the samples.
     report_costs: dict[str, list[float]] = field(default_factory=dict)
     road_share: float = 1.0  # the most of the targets' seconds the road targets take
 
