@@ -19,9 +19,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fuzz.model.config import DLRMConfig
+from fuzz.model.sample import Batch, Sample
 from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form, run_repro, write_repro
 from fuzz.reports.repro.graph import _OpModule
 from fuzz.reports.repro.graph import _op_kinds
@@ -40,6 +42,9 @@ LOOP = ("LOWERING_UNSUPPORTED_OP|torch-mlir:onnx|onnx.Loop|error: failed to lega
 Q8 = ("EXPORT_ERROR|torch.onnx|quantized.embedding_bag_byte_rowwise_offsets|<class 'torch.onnx._internal."
       "exporter._errors.DispatchError'>: No ONNX function found for <OpOverload(op='quantized."
       "embedding_bag_byte_rowwise_offsets', overload='default')>")
+INVALID_GATHER_ND = ("EXPORT_ERROR|torch.onnx|[ONNXRuntimeError] : N : INVALID_GRAPH : This is an invalid model. "
+                     "Type Error: Type 'tensor(int32)' of input parameter (val) of operator (GatherND) in node "
+                     "(node_GatherND) is invalid.")
 CAST = ("COMPILE_ERROR|iree|torch.aten.embedding_bag.padding_idx|error: failed to legalize operation "
         "'torch.aten.embedding_bag.padding_idx' that was explicitly marked illegal")
 
@@ -203,3 +208,21 @@ def test_a_fault_that_needs_the_models_state_falls_back_to_the_road_form(tmp_pat
                                                   "fails the road so)"), repro
     assert "class Model(torch.nn.Module)" in (tmp_path / "repro.py").read_text()
     assert not list(tmp_path.glob("arg*.npy"))
+
+
+@pytest.mark.pipeline
+def test_a_road_program_that_does_not_run_on_its_own_batch_falls_back_to_the_road_form(
+        tmp_path: Path) -> None:
+    """The loop-free dynamic road re-exports with automatic dimensions, which
+    may specialize the program to its tracing example: it then fails on
+    batch 0 (seed 1, 2026-12-07: an IndexError in the interaction that ended
+    the report job as a harness error). The one-op search has no arguments to
+    record and says why (a cannot-run one-op form: the campaign shrinks the
+    case and writes its road form, ``_one_op_first``), never raises."""
+    config = tiny_config(m_spa=1, ln_emb=(1,), ln_bot=(1, 1), ln_top=(2, 1), index_dtype="int32")
+    batch = Batch(np.array([[0.5]], np.float32), (np.array([0], np.int32),), (np.zeros(0, np.int32),))
+    entry = make_entry(Sample(config, 0, (batch,)), INVALID_GATHER_ND, "onnxruntime-loopfree-dyn",
+                       ("onnxruntime-loopfree-dyn",), stage=Stage.EXPORT)
+    first = write_repro(tmp_path, entry, check=False, one_op_only=True)
+    assert first.kind == "road-op" and first.status.startswith(
+        "cannot run: the exported program does not run on batch 0: IndexError"), first

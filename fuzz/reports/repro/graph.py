@@ -195,7 +195,9 @@ def _captured(exported: Any, entry: CorpusEntry, target: CompiledTarget,
 def _recorded(graph_module: Any, inputs: Sequence[Any],
               nodes: Sequence[Any]) -> list[tuple[Any, tuple[tuple[Any, ...], dict[str, Any]]]]:
     """(node, (args, kwargs)) for each of ``nodes``, in their order: the real
-    arguments each received when ``graph_module`` ran on ``inputs``."""
+    arguments each received when ``graph_module`` ran on ``inputs``;
+    ``_ToolchainFailed`` when that run fails (the exported program of a
+    road, its dimensions made automatic, may not run on its own input)."""
     import torch
     import torch.fx
 
@@ -209,8 +211,12 @@ def _recorded(graph_module: Any, inputs: Sequence[Any],
                 captured[n] = (tuple(args), dict(kwargs))
             return super().run_node(n)
 
-    with torch.no_grad():
-        Recorder(graph_module).run(*inputs)
+    try:
+        with torch.no_grad():
+            Recorder(graph_module).run(*inputs)
+    except Exception as exc:  # the exported program fails on the input it was exported on
+        raise _ToolchainFailed(f"the exported program does not run on batch 0: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}"[:300]) from exc
     return [(n, captured[n]) for n in nodes if n in captured]
 
 
