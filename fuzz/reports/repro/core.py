@@ -20,6 +20,7 @@ from fuzz.store.corpus import CorpusEntry
 from fuzz.targets.catalog import TARGETS, CompiledTarget, IreeTarget, RefBackendTarget, Target
 from oracles.verdict import Verdict
 from fuzz.targets.devices import ensure_runtime_environment
+from fuzz.reports.repro.warm import run_warm
 
 __all__ = ["ALLOWED_IMPORTS", "Repro", "repro_target", "run_repro", "hang_limit_s", "fault_parts"]
 
@@ -107,9 +108,15 @@ def repro_target(entry: CorpusEntry, table: dict[str, Target] | None = None) -> 
 def run_repro(folder: Path, timeout_s: float = 600, python: str = sys.executable) -> tuple[int, str]:
     """Run ``python -I repro.py`` in ``folder``: isolated, so neither the folder
     nor PYTHONPATH can lend it dlrm-fuzz. Returns (exit code, output tail);
-    124 when it ran past ``timeout_s``."""
+    124 when it ran past ``timeout_s``. With this interpreter, forked from
+    its warm server (``fuzz.reports.repro.warm``: the toolchain's imports
+    paid once per worker); another ``python`` runs fresh."""
 
     ensure_runtime_environment()  # Vulkan's loader wants XDG_RUNTIME_DIR
+    if python == sys.executable:  # this interpreter's: forked warm (fuzz.reports.repro.warm)
+        warm = run_warm(Path(folder), timeout_s, python, dict(os.environ))
+        if warm is not None:
+            return warm[0], warm[1][-_OUTPUT_CHARS:]
     try:
         done = subprocess.run([python, "-I", "repro.py"], cwd=folder, capture_output=True,
                               text=True, timeout=timeout_s, env=dict(os.environ))
