@@ -37,9 +37,9 @@ __all__ = ["BugWork"]
 
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
-# Worker seconds of one report job (export, compile, run repro.py in a fresh
-# interpreter, tool files) until the campaign has measured its own: 5-7 s for
-# a shrunk case on 2 cores. The budget keeps room for the reports to write.
+# Worker seconds of one report job (export, compile, run repro.py forked from
+# the warm server, tool files) until the campaign has measured its own: a
+# median of 4 s on 2 cores (seed 1, 2026-12-07). The budget keeps room for the reports to write.
 _REPORT_S = 8.0
 # One bucket's turn at shrinking: short, so that one slow wrong answer does not
 # hold up a queue of lowering failures that shrink in seconds each.
@@ -241,8 +241,8 @@ class BugWork:
 
     def reserve_s(self) -> float:
         """Wall seconds the reports not yet written will take (the mean of
-        this campaign's report jobs: ~20 worker-seconds each on 2 cores), so
-        they end inside the budget."""
+        this campaign's report jobs: a median of ~4 worker-seconds each on 2
+        cores with warm repro checks, 4-24), so they end inside the budget."""
         unreported = self.needs_report | set(self.unshrunk)
         costs = self.report.report_seconds
         each = statistics.fmean(costs) if costs else _REPORT_S
