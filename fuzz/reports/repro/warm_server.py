@@ -96,6 +96,7 @@ def _wait(pid: int, timeout_s: float) -> int:
 
 
 def main() -> None:
+    """Import the toolchain, say ready, then fork one child per request until stdin ends."""
     for name in PRELOAD:
         try:
             importlib.import_module(name)
