@@ -8,7 +8,6 @@ in every campaign test that writes a report."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ def _script(folder: Path, text: str) -> Path:
 
 
 def _warm(folder: Path, timeout_s: float = 60) -> tuple[int, str]:
-    result = run_warm(folder, timeout_s, sys.executable, {**os.environ, "REPRO_PROBE": "42"})
+    result = run_warm(folder, timeout_s, {**os.environ, "REPRO_PROBE": "42"})
     assert result is not None, "the warm server did not run the check"
     return result
 
@@ -93,13 +92,13 @@ def test_a_hanging_repro_is_killed_at_its_timeout_and_the_server_goes_on(tmp_pat
 def test_a_dead_server_is_replaced_and_cold_runs_need_none(tmp_path: Path) -> None:
     folder = _script(tmp_path / "case", "print('hello')\n")
     assert _warm(folder)[0] == 0
-    server = warm._servers[(os.getpid(), sys.executable)]
+    server = warm._servers[os.getpid()]
     server.process.kill()
     server.process.wait()
     assert _warm(folder) == (0, "hello\n")
-    assert warm._servers[(os.getpid(), sys.executable)] is not server
+    assert warm._servers[os.getpid()] is not server
     os.environ[COLD_ENV] = "1"
     try:
-        assert run_warm(folder, 60, sys.executable, dict(os.environ)) is None
+        assert run_warm(folder, 60, dict(os.environ)) is None
     finally:
         del os.environ[COLD_ENV]

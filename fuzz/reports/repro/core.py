@@ -114,7 +114,7 @@ def run_repro(folder: Path, timeout_s: float = 600, python: str = sys.executable
 
     ensure_runtime_environment()  # Vulkan's loader wants XDG_RUNTIME_DIR
     if python == sys.executable:  # this interpreter's: forked warm (fuzz.reports.repro.warm)
-        warm = run_warm(Path(folder), timeout_s, python, dict(os.environ))
+        warm = run_warm(Path(folder), timeout_s, dict(os.environ))
         if warm is not None:
             return warm[0], warm[1][-_OUTPUT_CHARS:]
     try:

@@ -19,6 +19,7 @@ import json
 import os
 import selectors
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -37,8 +38,8 @@ _ANSWER_SLACK_S = 30.0
 class _Server:
     """One warm server and its pipes; a request at a time."""
 
-    def __init__(self, python: str) -> None:
-        self.process = subprocess.Popen([python, "-I", str(_SERVER)], stdin=subprocess.PIPE,
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-I", str(_SERVER)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.lock = threading.Lock()
         if self._answer(_START_S) is None:
@@ -87,21 +88,21 @@ class _Server:
             self.process.wait()
 
 
-# One server per (process, interpreter): a forked worker starts its own.
-_servers: dict[tuple[int, str], _Server] = {}
+# One server per process (this interpreter's): a forked worker starts its own.
+_servers: dict[int, _Server] = {}
 
 
-def run_warm(folder: Path, timeout_s: float, python: str, env: dict[str, str]) -> tuple[int, str] | None:
-    """Run ``folder/repro.py`` through this process's warm server for
-    ``python``: (exit status, output), or None where the warm server is off
-    (``COLD_ENV``) or failed, so the caller runs a fresh interpreter."""
+def run_warm(folder: Path, timeout_s: float, env: dict[str, str]) -> tuple[int, str] | None:
+    """Run ``folder/repro.py`` through this process's warm server (this
+    interpreter's): (exit status, output), or None where the warm server is
+    off (``COLD_ENV``) or failed, so the caller runs a fresh interpreter."""
     if os.environ.get(COLD_ENV, "") not in ("", "0"):
         return None
-    key = (os.getpid(), python)
+    key = os.getpid()
     server = _servers.get(key)
     if server is None or server.process.poll() is not None:
         try:
-            server = _servers[key] = _Server(python)
+            server = _servers[key] = _Server()
         except OSError:
             _servers.pop(key, None)
             return None
