@@ -5,6 +5,7 @@ bucket and ends at the smallest case."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -177,13 +178,17 @@ def test_a_case_shrunk_again_keeps_its_first_size_and_sums_the_work() -> None:
     from fuzz.engine.bucketshrink import _merged
 
     first = {"size_before": {"tables": 3}, "size_after": {"tables": 2}, "steps_tried": 10,
-             "steps_accepted": 4, "seconds": 30.0, "stopped": "budget"}
+             "steps_accepted": 4, "seconds": 30.0, "stopped": "budget",
+             "by_pass": {"tables": [6, 3, 20.0], "knobs": [4, 1, 10.0]}}
     again = {"size_before": {"tables": 2}, "size_after": {"tables": 1}, "steps_tried": 5,
-             "steps_accepted": 1, "seconds": 12.5, "stopped": "fixpoint"}
+             "steps_accepted": 1, "seconds": 12.5, "stopped": "fixpoint",
+             "by_pass": {"knobs": [2, 1, 5.0], "mlps": [3, 0, 7.5]}}
     merged = _merged(first, again)
     assert merged["size_before"] == {"tables": 3} and merged["size_after"] == {"tables": 1}
     assert (merged["steps_tried"], merged["steps_accepted"], merged["seconds"]) == (15, 5, 42.5)
     assert merged["stopped"] == "fixpoint" and merged["passes"] == 2
+    assert merged["by_pass"] == {"tables": [6, 3, 20.0], "knobs": [6, 2, 15.0],
+                                 "mlps": [3, 0, 7.5]}
     assert _merged(None, again) == again
 
 
@@ -235,6 +240,9 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
 
         slots = 1  # the Pool interface: how many jobs run at once
         calls: Counter[str] = Counter()
+
+        def urgent_only(self) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()  # one caller: nothing else to hold back
 
         def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]
             answers = []
@@ -691,6 +699,35 @@ def test_a_shrunk_wrong_answer_named_by_features_replaces_the_case_only_if_it_re
         assert content_hash(after.sample) == content_hash(stored.sample)
     else:
         assert record.replaced and content_hash(after.sample) != content_hash(stored.sample)
+
+
+@pytest.mark.engine
+def test_a_wrong_answers_shrink_steps_run_side_by_side_and_keep_its_bucket(tmp_path: Path) -> None:
+    """A wrong answer's candidates are judged two at a time on two workers
+    (``Triage.solo_keys``), as an error's are: the shrink reaches its fixpoint,
+    and the smaller stored case still gives the bucket's own key."""
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
+                                        workers=2, replay=False, report=False))
+    widths: list[int] = []
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample(batches=2))
+        triage = campaign.session.triage
+        assert triage is not None and found.culprit == "op:aten.relu.default"
+        solo_keys = triage.solo_keys
+
+        def spied(target, samples, method):  # type: ignore[no-untyped-def]
+            widths.append(len(samples))
+            return solo_keys(target, samples, method)
+
+        triage.solo_keys = spied  # type: ignore[method-assign]
+        record = campaign.bugs.shrink_one(found.bucket, budget_s=120)
+        stored = corpus.load_entry(tmp_path / "c" / found.bucket)
+        again = solo_keys(resolve_targets(["fake-wrong-relu"])[0], [stored.sample], "op")
+    assert record.record["stopped"] == "fixpoint" and record.replaced, record.record
+    assert widths[0] == 1 and max(widths) == 2  # the stored case's key, then pairs
+    assert again == [mismatch_key("fake-wrong-relu", "op:aten.relu.default")]
+    assert stored.sample.config.num_tables == 1 and len(stored.sample.batches) == 1
 
 
 def test_replay_queues_only_the_cases_whose_shrinking_was_cut_short() -> None:

@@ -210,6 +210,25 @@ def test_a_rejected_candidate_costs_one_step_not_the_shrink() -> None:
     assert record["rejections"][0].startswith("Guard failed: batch >= 2")
 
 
+def test_the_record_says_which_pass_spent_the_steps_and_seconds() -> None:
+    """Per pass: steps tried, accepted and seconds, summing to the totals, so a
+    slow shrink shows where its compiles went (here a predicate that needs
+    the MLP hidden layer spends seconds only in the passes that try it)."""
+    def slow_on_mlp(s: Sample) -> bool:
+        if len(s.config.ln_top) < len(_big_sample().config.ln_top):
+            time.sleep(0.05)  # a candidate without the hidden layer: the costly compile
+            return False
+        return _weighted_bug(s)
+
+    result = shrink(_big_sample(), slow_on_mlp, budget_s=60)
+    by_pass = result.to_dict()["by_pass"]
+    assert sum(t for t, _, _ in by_pass.values()) == result.steps_tried
+    assert sum(a for _, a, _ in by_pass.values()) == result.steps_accepted
+    assert by_pass["skeleton"][1] == 0 and by_pass["mlps"][2] >= 0.05
+    assert by_pass["mlps"][2] > by_pass["tables"][2]
+    assert len(result.sample.config.ln_top) == len(_big_sample().config.ln_top)
+
+
 def test_side_by_side_candidates_reach_the_same_case_in_fewer_rounds() -> None:
     """Judging two candidates at a time (one per worker) accepts the first
     that still fails, as one at a time would: the same smallest case, in

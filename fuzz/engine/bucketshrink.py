@@ -101,15 +101,17 @@ class BucketShrinker:
             return key == wanted and (not is_error or references_accept(candidate))
 
         def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
-            """Error candidates side by side, one worker each (those an
-            earlier turn judged from its key); only the first that keeps the
-            error is checked against the references (the reducer takes the
-            first that holds)."""
+            """Candidates side by side, one worker each (those an earlier
+            turn judged from its key); of an error's, only the first that
+            keeps the error is checked against the references (the reducer
+            takes the first that holds; a wrong answer's key has them)."""
             seen = [memo(c) for c in candidates]  # hashed once each
             new = [(m, c) for m, c in zip(seen, candidates) if m not in keys]
             if new:
+                fresh = [c for _, c in new]
                 keys.update(zip((m for m, _ in new),
-                                triage.solo_error_keys(target, [c for _, c in new])))
+                                triage.solo_error_keys(target, fresh) if is_error
+                                else triage.solo_keys(target, fresh, method)))
             judged: list[bool | StepRejected] = []
             for candidate, m in zip(candidates, seen):
                 key = keys[m]
@@ -117,14 +119,13 @@ class BucketShrinker:
                     judged.append(key if isinstance(key, CandidateRejected) else False)
                     continue
                 try:
-                    judged.append(references_accept(candidate))
+                    judged.append(not is_error or references_accept(candidate))
                 except CandidateRejected as rejected:
                     judged.append(rejected)
             return judged
 
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
-        result = shrink(entry.sample, same_bucket, budget_s,
-                        many=same_bucket_many if is_error else None,
+        result = shrink(entry.sample, same_bucket, budget_s, many=same_bucket_many,
                         width=max(1, pool.slots if pool is not None else 1),
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
@@ -169,4 +170,11 @@ def _merged(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any
                   passes=int(before.get("passes", 1)) + 1)
     for counter in ("steps_tried", "steps_accepted", "steps_rejected", "seconds"):
         merged[counter] = before.get(counter, 0) + now.get(counter, 0)
+    by_pass = {name: list(spent) for name, spent in before.get("by_pass", {}).items()}
+    for name, spent in now.get("by_pass", {}).items():
+        earlier = by_pass.get(name, [0, 0, 0.0])
+        by_pass[name] = [earlier[0] + spent[0], earlier[1] + spent[1],
+                         round(earlier[2] + spent[2], 3)]
+    if by_pass:
+        merged["by_pass"] = by_pass
     return merged

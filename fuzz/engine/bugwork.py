@@ -14,6 +14,7 @@ report jobs here."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -388,5 +389,9 @@ class BugWork:
 
     def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case
-        (``fuzz.engine.bucketshrink``)."""
-        return self.shrinker.shrink(bucket, budget_s)
+        (``fuzz.engine.bucketshrink``), every worker on its steps: the queued
+        samples wait for the turn's end (it is short, and the shrink share
+        bounds the turns)."""
+        pool = self.pool
+        with pool.urgent_only() if pool is not None else contextlib.nullcontext():
+            return self.shrinker.shrink(bucket, budget_s)

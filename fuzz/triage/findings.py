@@ -283,8 +283,7 @@ class Triage:
         keys: list[str | None | CandidateRejected] = []
         for got in self.pool.run([(target, sample) for sample in samples], faults=True):
             if isinstance(got, HarnessFault):
-                keys.append(CandidateRejected(f"{got.target}: "
-                                              f"{(got.traceback.strip().splitlines() or [''])[-1]}"))
+                keys.append(_rejected(got))
             elif got.failure is None:
                 keys.append(None)
             else:
@@ -309,21 +308,57 @@ class Triage:
         program with its intermediates exposed and judges it against float64
         eager itself, so when it names a culprit the case is a mismatch in
         that op at the cost of one compile instead of two."""
+        (key,) = self.solo_keys(target, [sample], culprit_method)
+        if isinstance(key, CandidateRejected):
+            raise key
+        return key
+
+    def solo_keys(self, target: Target, samples: list[Sample], culprit_method: str | None
+                  ) -> list[str | None | CandidateRejected]:
+        """``solo_key`` of several samples side by side: each round's jobs for
+        all of them in one ``pool.run`` (a wrong answer's shrink steps use
+        every worker, as an error's do); a sample whose job hit a bug of ours
+        gets its ``CandidateRejected``."""
+        keys: dict[int, str | None | CandidateRejected] = {}
         if culprit_method == "op":
-            (quick,) = self._checked([LocalizeJob(target, sample, 0, self.tolerance_for(sample))])
-            if culprit_of(quick):
-                return mismatch_key(target.name, str(culprit_of(quick)))
-        verdict, outcome, got = self.solo_verdict(target, sample)
-        if outcome is None or got is None or verdict is Verdict.PASS:
-            return None
-        if verdict is not Verdict.MISMATCH:
-            return error_key(verdict, stage_owner(target, got, outcome), outcome.op, outcome.error)
-        if culprit_method == "op":
-            (answer,) = self._checked([LocalizeJob(target, sample,
-                                                   int(outcome.numbers.get("batch", 0)),
-                                                   self.tolerance_for(sample))])
-            return mismatch_key(target.name, culprit_of(answer) or "unlocalized")
-        return mismatch_key(target.name, "mismatch")
+            quick = self.pool.run([LocalizeJob(target, s, 0, self.tolerance_for(s))
+                                   for s in samples], faults=True)
+            for i, answer in enumerate(quick):
+                if culprit_of(answer):
+                    keys[i] = mismatch_key(target.name, str(culprit_of(answer)))
+        rest = [i for i in range(len(samples)) if i not in keys]
+        reference, eager = resolve_targets([REFERENCE, EAGER])
+        answers = self.pool.run([(t, samples[i]) for i in rest for t in (reference, eager, target)],
+                                faults=True)
+        wrong: dict[int, Outcome] = {}
+        for n, i in enumerate(rest):
+            ref, eag, got = answers[3 * n:3 * n + 3]
+            fault = next((a for a in (ref, eag, got) if isinstance(a, HarnessFault)), None)
+            if fault is not None:
+                keys[i] = _rejected(fault)
+                continue
+            try:
+                outcome = judge(got, ref, eag, self.tolerance_for(samples[i]))
+            except ReferenceFailed:
+                keys[i] = None
+                continue
+            if outcome.verdict is Verdict.PASS:
+                keys[i] = None
+            elif outcome.verdict is not Verdict.MISMATCH:
+                keys[i] = error_key(outcome.verdict, stage_owner(target, got, outcome),
+                                    outcome.op, outcome.error)
+            elif culprit_method == "op":
+                wrong[i] = outcome
+            else:
+                keys[i] = mismatch_key(target.name, "mismatch")
+        located = self.pool.run([LocalizeJob(target, samples[i],
+                                             int(outcome.numbers.get("batch", 0)),
+                                             self.tolerance_for(samples[i]))
+                                 for i, outcome in wrong.items()], faults=True) if wrong else []
+        for i, answer in zip(wrong, located):
+            keys[i] = _rejected(answer) if isinstance(answer, HarnessFault) else \
+                mismatch_key(target.name, culprit_of(answer) or "unlocalized")
+        return [keys[i] for i in range(len(samples))]
 
     def _checked(self, jobs: list[Any]) -> list[Any]:
         """``pool.run`` for samples someone made up (shrink or ablation
@@ -333,6 +368,12 @@ class Triage:
         answers = self.pool.run(jobs, faults=True)
         for answer in answers:
             if isinstance(answer, HarnessFault):
-                lines = answer.traceback.strip().splitlines() or [""]
-                raise CandidateRejected(f"{answer.target}: {lines[-1]}")
+                raise _rejected(answer)
         return answers
+
+
+def _rejected(fault: HarnessFault) -> CandidateRejected:
+    """A job on a made-up sample that hit a bug of ours: the step it judged is
+    rejected, saying the target and the traceback's last line."""
+    lines = fault.traceback.strip().splitlines() or [""]
+    return CandidateRejected(f"{fault.target}: {lines[-1]}")

@@ -23,6 +23,7 @@ architecture and shrink in batches, examples, bags and values only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
@@ -56,12 +57,18 @@ class ShrinkResult:
     stopped: Stopped
     steps_rejected: int = 0
     rejections: tuple[str, ...] = ()  # why the first few rejected steps were
+    # Per pass that offered a step: [steps tried, accepted, seconds]; where a
+    # slow shrink spends its time, so the passes can be ordered by evidence.
+    by_pass: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (the sample itself is stored by the corpus)."""
         return {"steps_tried": self.steps_tried, "steps_accepted": self.steps_accepted,
                 "steps_rejected": self.steps_rejected,
                 **({"rejections": list(self.rejections)} if self.rejections else {}),
+                **({"by_pass": {name: [int(t), int(a), round(s, 3)]
+                                for name, (t, a, s) in self.by_pass.items()}}
+                   if self.by_pass else {}),
                 "seconds": round(self.seconds, 3), "size_before": dict(self.size_before),
                 "size_after": dict(self.size_after), "stopped": self.stopped,
                 "config": self.sample.config.to_dict(), "seed": self.sample.seed,
@@ -100,6 +107,8 @@ class _Reducer:
         self.steps_accepted = 0
         self.steps_rejected = 0
         self.rejections: list[str] = []
+        self.by_pass: dict[str, list[float]] = {}
+        self.pass_name = ""
 
     def _fresh(self, candidate: Sample | None) -> bool:
         """Worth a step: strictly smaller than the current sample, never
@@ -125,8 +134,12 @@ class _Reducer:
             raise _Stop("budget")
         self.tried.update(edits.content_hash(c) for c in batch)
         self.steps_tried += len(batch)
+        began = time.monotonic()
         judged = self.many(batch) if self.many is not None and len(batch) > 1 \
             else [self._judge_one(c) for c in batch]
+        spent = self.by_pass.setdefault(self.pass_name, [0, 0, 0.0])
+        spent[0] += len(batch)
+        spent[2] += time.monotonic() - began
         winner = None
         for candidate, judgement in zip(batch, judged):
             if isinstance(judgement, StepRejected):
@@ -139,6 +152,7 @@ class _Reducer:
             return False
         self.current, self.key = winner, edits.size_key(winner)
         self.steps_accepted += 1
+        spent[1] += 1
         if self.on_progress is not None:
             self.on_progress(winner)
         return True
@@ -172,7 +186,7 @@ class _Reducer:
         try:
             while True:
                 progressed = False
-                for _, generate in passes_for(self.region):
+                for self.pass_name, generate in passes_for(self.region):
                     progressed |= self.run_pass(generate)
                 if not progressed:
                     return "fixpoint"
@@ -233,4 +247,4 @@ def _shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: f
                         size_before=edits.sample_size(sample),
                         size_after=edits.sample_size(reducer.current), stopped=stopped,
                         steps_rejected=reducer.steps_rejected,
-                        rejections=tuple(reducer.rejections))
+                        rejections=tuple(reducer.rejections), by_pass=reducer.by_pass)
