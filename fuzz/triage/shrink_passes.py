@@ -171,14 +171,25 @@ def _values(s: Sample) -> Candidates:
     yield edits.with_seed(s, 0)
 
 
-def _skeleton(s: Sample, k: int, empty: bool, region: Focus | None = None) -> Sample | None:
+# What a skeleton variant leaves as it was (``_skeleton``'s ``keep``): the
+# dimensions a fault most often needs beyond its knobs, most often first (on
+# seed 97 a bf16 constant needed the top MLP, a QR Vulkan fault both tables,
+# a vmvx out-of-bounds read its examples and indices).
+_KEEPS = ("mlps", "tables", "examples", "values", "widths")
+
+
+def _skeleton(s: Sample, k: int, empty: bool, region: Focus | None = None,
+              keep: str | None = None) -> Sample | None:
     """The bottom of the lattice for table ``k``, built without a single
     predicate call: that table alone (its kind kept: a QR, MD or quantized
     table keeps the rows that make it one), one batch, one example whose bag
     holds one index 0 (or nothing, with ``empty``), the narrowest widths, no
     hidden layers, one dense column, zero values, seed 0; every knob kept.
-    An edit that does not apply, or would leave ``region``, is passed over;
-    ``None`` when nothing changed."""
+    ``keep`` (one of ``_KEEPS``) leaves that dimension as it was: every
+    table (their bags too), the first batch's examples and bags, the MLPs,
+    the widths, or the index and dense values. An edit that does not
+    apply, or would leave ``region``, is passed over; ``None`` when nothing
+    changed."""
     kind = s.config.table_kind(k)
     out = s
 
@@ -188,30 +199,34 @@ def _skeleton(s: Sample, k: int, empty: bool, region: Focus | None = None) -> Sa
         if new is not None and (region is None or region.holds(new)):
             out = new
 
-    apply(lambda x: edits.keep_tables(x, [k]))
+    if keep != "tables":
+        apply(lambda x: edits.keep_tables(x, [k]))
     apply(lambda x: edits.keep_batches(x, [0]))
-    lengths = out.batches[0].bag_lengths(0)
-    row = 0 if empty else next((r for r, n in enumerate(lengths) if n), 0)
-    apply(lambda x: edits.keep_examples(x, 0, [row]))
-    if empty:
-        apply(lambda x: edits.empty_bags_of(x, 0, 0, [0]))
-    else:
-        apply(lambda x: edits.keep_bag_indices(x, 0, 0, 0, [0]))
-    apply(edits.zero_indices)
-    config = out.config
-    floors = {1, 2, config.qr_threshold + 1, config.md_threshold + 1,
-              (config.padding_idx or 0) + 1}
-    for rows in sorted(floors):
-        cut = edits.fewer_rows(out, 0, rows)
-        if cut is not None and cut.config.table_kind(0) == kind and \
-                (region is None or region.holds(cut)):
-            out = cut
-            break
-    for width in (1, 2):
-        apply(lambda x: edits.narrow_m_spa(x, width))
-    apply(lambda x: edits.drop_dense_columns(x, range(1, x.config.num_dense)))
+    if keep not in ("examples", "tables"):
+        lengths = out.batches[0].bag_lengths(0)
+        row = 0 if empty else next((r for r, n in enumerate(lengths) if n), 0)
+        apply(lambda x: edits.keep_examples(x, 0, [row]))
+        if empty:
+            apply(lambda x: edits.empty_bags_of(x, 0, 0, [0]))
+        else:
+            apply(lambda x: edits.keep_bag_indices(x, 0, 0, 0, [0]))
+    if keep != "values":
+        apply(edits.zero_indices)
+        config = out.config
+        floors = {1, 2, config.qr_threshold + 1, config.md_threshold + 1,
+                  (config.padding_idx or 0) + 1}
+        for rows in sorted(floors):
+            cut = edits.fewer_rows(out, 0, rows)
+            if cut is not None and cut.config.table_kind(0) == kind and \
+                    (region is None or region.holds(cut)):
+                out = cut
+                break
+    if keep != "widths":
+        for width in (1, 2):
+            apply(lambda x: edits.narrow_m_spa(x, width))
+        apply(lambda x: edits.drop_dense_columns(x, range(1, x.config.num_dense)))
     mlp: edits.MLP
-    for mlp in ("bot", "top"):
+    for mlp in ("bot", "top") if keep != "mlps" else ():
         for _ in range(len(getattr(out.config, f"ln_{mlp}"))):
             apply(lambda x: edits.drop_hidden(x, mlp, 1))
         widths = getattr(out.config, f"ln_{mlp}")
@@ -219,7 +234,8 @@ def _skeleton(s: Sample, k: int, empty: bool, region: Focus | None = None) -> Sa
             for width in (1, 2):
                 apply(lambda x: edits.narrow_layer(x, mlp, i, width))
     for edit in (edits.zero_dense, edits.unit_weights, lambda x: edits.with_seed(x, 0)):
-        apply(edit)
+        if keep != "values" or edit is not edits.zero_dense:
+            apply(edit)
     return None if out is s else out
 
 
@@ -228,13 +244,20 @@ def _skeletons(s: Sample, region: Focus | None = None) -> Candidates:
     with an empty bag, then with one index. Most faults the fuzzer finds
     hang on a knob, not on the data, so one compile usually lands on the
     minimal case (or next to it), and the passes below then only confirm
-    the fixpoint; when the skeleton no longer fails it cost one step."""
+    the fixpoint; when the skeleton no longer fails it cost one step. Then,
+    for the first table's kind, the bottom but one dimension (``_KEEPS``):
+    a fault that needs its MLP or both its tables lands next to the bottom
+    in one more step instead of a pass per dimension (seed 97's bf16 constant
+    on iree-cpu-dyn spent 65 s in seven passes and never reached its MLP);
+    at the bottom every variant is the sample itself and costs nothing."""
     firsts: dict[str, int] = {}
     for k in range(s.config.num_tables):
         firsts.setdefault(s.config.table_kind(k), k)
     for empty in (True, False):
         for k in firsts.values():
             yield _skeleton(s, k, empty, region)
+    for keep in _KEEPS:
+        yield _skeleton(s, 0, False, region, keep)
 
 
 PASSES: Sequence[tuple[str, Callable[[Sample], Candidates]]] = (
