@@ -211,7 +211,7 @@ def test_a_fault_that_needs_the_models_state_falls_back_to_the_road_form(tmp_pat
 
 
 @pytest.mark.pipeline
-def test_a_road_program_that_does_not_run_on_its_own_batch_falls_back_to_the_road_form(
+def test_a_road_program_that_does_not_run_on_its_own_batch_gives_a_cannot_run_one_op_form(
         tmp_path: Path) -> None:
     """The loop-free dynamic road re-exports with automatic dimensions, which
     may specialize the program to its tracing example: it then fails on

@@ -83,6 +83,8 @@ def test_a_hanging_repro_is_killed_at_its_timeout_and_the_server_goes_on(tmp_pat
                    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
                    "time.sleep(60)\n")
     code, output = _warm(hang, timeout_s=2)
+    assert code == 124, output
+    code, output = run_repro(hang, timeout_s=2)  # the check says why, warm or fresh
     assert code == 124 and output.endswith("timed out after 2 s"), output
     servers = set(id(s) for s in warm._servers.values())
     code, _ = _warm(_script(tmp_path / "after", "print('next')\n"))

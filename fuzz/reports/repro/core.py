@@ -113,17 +113,21 @@ def run_repro(folder: Path, timeout_s: float = 600, python: str = sys.executable
     paid once per worker); another ``python`` runs fresh."""
 
     ensure_runtime_environment()  # Vulkan's loader wants XDG_RUNTIME_DIR
-    if python == sys.executable:  # this interpreter's: forked warm (fuzz.reports.repro.warm)
-        warm = run_warm(Path(folder), timeout_s, dict(os.environ))
-        if warm is not None:
-            return warm[0], warm[1][-_OUTPUT_CHARS:]
-    try:
-        done = subprocess.run([python, "-I", "repro.py"], cwd=folder, capture_output=True,
-                              text=True, timeout=timeout_s, env=dict(os.environ))
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else exc.stdout
-        return 124, f"{out or ''}\ntimed out after {timeout_s:.0f} s"[-_OUTPUT_CHARS:]
-    return done.returncode, (done.stdout + done.stderr)[-_OUTPUT_CHARS:]
+    ran = run_warm(Path(folder), timeout_s, dict(os.environ)) \
+        if python == sys.executable else None  # this interpreter's: forked warm
+    if ran is None:
+        try:
+            done = subprocess.run([python, "-I", "repro.py"], cwd=folder, capture_output=True,
+                                  text=True, timeout=timeout_s, env=dict(os.environ))
+            ran = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) \
+                else exc.stdout
+            ran = 124, out or ""
+    code, output = ran
+    if code == 124:
+        output += f"\ntimed out after {timeout_s:.0f} s"
+    return code, output[-_OUTPUT_CHARS:]
 
 
 def _status(entry: CorpusEntry, code: int, output: str) -> str:

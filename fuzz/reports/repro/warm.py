@@ -94,8 +94,9 @@ _servers: dict[int, _Server] = {}
 
 def run_warm(folder: Path, timeout_s: float, env: dict[str, str]) -> tuple[int, str] | None:
     """Run ``folder/repro.py`` through this process's warm server (this
-    interpreter's): (exit status, output), or None where the warm server is
-    off (``COLD_ENV``) or failed, so the caller runs a fresh interpreter."""
+    interpreter's): (exit status, output; 124 when it ran past ``timeout_s``),
+    or None where the warm server is off (``COLD_ENV``) or failed, so the
+    caller runs a fresh interpreter."""
     if os.environ.get(COLD_ENV, "") not in ("", "0"):
         return None
     key = os.getpid()
@@ -118,6 +119,4 @@ def run_warm(folder: Path, timeout_s: float, env: dict[str, str]) -> tuple[int, 
         text = out.read_text(errors="replace") if out.exists() else ""
     finally:
         out.unlink(missing_ok=True)
-    if code == 124:
-        text += f"\ntimed out after {timeout_s:.0f} s"
     return code, text
