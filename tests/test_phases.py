@@ -627,6 +627,19 @@ def test_an_op_level_bucket_reproducing_as_one_op_is_minimal_without_shrinking(
     campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "model"}}, "reproduces")
     assert campaign.bugs.unshrunk == [found.bucket]
     assert found.bucket in campaign.bugs.needs_report  # the shrunk case gets the full report
+    assert campaign.bugs.searched == set()  # no op search ran: the next report may search
+    # A first report that searched the model for one failing op and found
+    # none: the report after shrinking does not search again.
+    campaign.bugs.after_single_op(found.bucket, {"repro": {"kind": "backend"}},
+                                  "does not reproduce: no op of the model alone fails so")
+    assert campaign.bugs.searched == {found.bucket}
+    submitted: list = []  # type: ignore[type-arg]
+    pool = campaign.bugs.pool
+    assert pool is not None
+    pool.submit = lambda job, after=None, urgent=False: submitted.append(job) or len(submitted)  # type: ignore[method-assign]
+    campaign.bugs.ready_for_report(found.bucket)
+    campaign.bugs.queue_reports()
+    assert [(job.searched, job.one_op_only) for job in submitted] == [(True, False)]
 
 
 @pytest.mark.engine

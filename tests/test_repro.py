@@ -446,6 +446,39 @@ def test_default_vulkan_target_bug_reproduces_on_that_target_as_one_op(no_fuzz_p
     assert "compile passed: fixed" in fixed.stdout and "signature:" not in fixed.stdout
 
 
+def test_a_report_after_a_fruitless_op_search_does_not_search_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket whose first report searched its model for one failing op and
+    found none (``searched``) gets the model form at once after shrinking,
+    its status saying the search ran on the case before; a first report
+    (``one_op_only``) always searches."""
+    from fuzz.reports.repro import write
+
+    forms: list[str] = []
+
+    def attempt(folder: Path, entry: CorpusEntry, target: Any, form: str, check: bool,
+                timeout_s: float) -> Repro:
+        forms.append(form)
+        return Repro(form, target.name, 10, "does not reproduce: exit 0", 0, "")
+
+    monkeypatch.setattr(write, "_attempt", attempt)
+    signature = ("COMPILE_ERROR|iree|arith.remsi|error: failed to legalize operation "
+                 "'arith.remsi' that was explicitly marked illegal")
+    entry = make_entry(tiny_sample(one_table(qr_flag=True, qr_threshold=4, qr_collisions=3)),
+                       signature, "iree-vulkan-default", ("iree-vulkan-default",),
+                       stage=Stage.COMPILE, op="arith.remsi")
+    write.write_repro(tmp_path, entry)
+    assert forms == ["backend", "model"]
+    forms.clear()
+    again = write.write_repro(tmp_path, entry, searched=True)
+    assert forms == ["model"] and again.kind == "model"
+    assert again.status.endswith("(backend form: no op of the model alone fails so; "
+                                 "searched on the case before shrinking)"), again.status
+    forms.clear()
+    write.write_repro(tmp_path, entry, one_op_only=True, searched=True)
+    assert forms == ["backend"]
+
+
 def test_the_ops_an_iree_error_names_are_tried_first() -> None:
     """``arith.remsi`` comes from a remainder, a bf16 constant from an op on
     bfloat16: those op kinds lead the backend form's search; each op kind

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from fuzz.engine.bucketshrink import BucketShrinker
 from fuzz.engine.interrupt import deferred
 from fuzz.engine.ledger import Ledger
-from fuzz.reports.repro import SINGLE_OP_FORMS, has_single_op_form
+from fuzz.reports.repro import SEARCHED_FORMS, SINGLE_OP_FORMS, has_single_op_form
 from fuzz.store.corpus import CorpusEntry
 from fuzz.store import corpus
 from fuzz.targets.catalog import Target
@@ -85,6 +85,9 @@ class BugWork:
         self.report_jobs: dict[int, str] = {}
         self.stale_reports: set[str] = set()
         self.op_first: set[str] = set()  # new op-level buckets whose single-op report runs
+        # Of those, the ones whose first report searched the model for one
+        # failing op and found none: their next report does not search again.
+        self.searched: set[str] = set()
         self._shrink_spent: dict[str, float] = {}  # bucket -> seconds shrunk so far
         # Each turn at one bucket's case (``fuzz.engine.bucketshrink``).
         self.shrinker = BucketShrinker(options, pool=pool, triage=triage, target=target,
@@ -301,7 +304,8 @@ class BugWork:
                 self.stale_reports.add(bucket)
                 continue
             job = BugReportJob(str(self._root(bucket) / bucket), self.options.table,
-                               one_op_only=bucket in self.op_first)
+                               one_op_only=bucket in self.op_first,
+                               searched=bucket in self.searched)
             # Urgent only where a worker is held for bug work: on a shared pool
             # a report ahead of the samples' jobs delays them, never itself.
             urgent = self.options.bug_workers > 0
@@ -340,6 +344,8 @@ class BugWork:
         reproduces is the minimal case (recorded as the bucket's shrink, so
         the bucket is actionable); any other form sends it to shrinking."""
         repro = answer.get("repro", {}) if isinstance(answer, dict) else {}
+        if status != "reproduces" and repro.get("kind") in SEARCHED_FORMS:
+            self.searched.add(bucket)
         if status != "reproduces" or repro.get("kind") not in SINGLE_OP_FORMS:
             # Its first report held the one-op form only: the shrunk case
             # gets the full report (model form, tool files).

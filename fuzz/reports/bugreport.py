@@ -36,6 +36,9 @@ class BugReportJob:
     # The first report of an op-level bucket: the one-op form only (the
     # tool files and a model form come with the report after shrinking).
     one_op_only: bool = False
+    # Its first report searched for one failing op and found none
+    # (``fuzz.reports.repro.write``: ``searched``): this one does not search.
+    searched: bool = False
     # Read by a Ray pool: a report reads and writes the corpus folder, which
     # only the coordinator's machine has (fuzz.workers.rayactor.runs_here).
     runs_here: ClassVar[bool] = True
@@ -54,7 +57,8 @@ class BugReportJob:
         if entry.target in FAKE_TARGETS:  # engine tests: nothing upstream to report
             return {"repro": {"status": "not written: FAKE target"}, "tools": {}}
         on_stage("repro")
-        repro = write_repro(folder, entry, self.table, one_op_only=self.one_op_only)
+        repro = write_repro(folder, entry, self.table, one_op_only=self.one_op_only,
+                            searched=self.searched)
         if self.one_op_only and repro.status != "reproduces":
             return {"repro": repro.to_dict(), "tools": {},
                     "seconds": round(time.monotonic() - began, 2)}

@@ -42,7 +42,7 @@ from its target; ``core``: running a repro and reading its status);
 from fuzz.reports.repro.core import ALLOWED_IMPORTS, Repro, fault_parts, hang_limit_s, repro_target, run_repro
 from fuzz.reports.repro.graph import INLINE_MAX_ELEMENTS
 from fuzz.reports.repro.script import RUNTIME_FILE
-from fuzz.reports.repro.write import SINGLE_OP_FORMS, has_single_op_form, write_repro
+from fuzz.reports.repro.write import SEARCHED_FORMS, SINGLE_OP_FORMS, has_single_op_form, write_repro
 
-__all__ = ["Repro", "repro_target", "write_repro", "SINGLE_OP_FORMS", "has_single_op_form", "run_repro",
+__all__ = ["Repro", "repro_target", "write_repro", "SEARCHED_FORMS", "SINGLE_OP_FORMS", "has_single_op_form", "run_repro",
            "fault_parts", "hang_limit_s", "RUNTIME_FILE", "ALLOWED_IMPORTS", "INLINE_MAX_ELEMENTS"]

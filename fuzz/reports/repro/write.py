@@ -71,8 +71,14 @@ def _lowers_one_op(entry: CorpusEntry) -> bool:
         and entry.op != "torch.operator"
 
 
+# The one-op forms found by searching the model's ops (each op kind compiled
+# alone): the costly ones, 7-30 s a report on lavapipe.
+SEARCHED_FORMS = ("backend", "road-op")
+
+
 def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
-                check: bool = True, timeout_s: float = 600, one_op_only: bool = False) -> Repro:
+                check: bool = True, timeout_s: float = 600, one_op_only: bool = False,
+                searched: bool = False) -> Repro:
     """Write ``folder/repro.py`` (and what it loads) and, with ``check``, run it:
     the single-op form when the culprit op is known and it reproduces, else
     the model form, whose status says whether it reproduces; on the other
@@ -82,16 +88,27 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
     ``one_op_only``: stop after the one-op form even when it does not
     reproduce (the campaign's first report of an op-level bucket: one that
     does not reproduce as one op is shrunk and reported again, so a model
-    form written now would be thrown away)."""
+    form written now would be thrown away).
+
+    ``searched``: this bucket's first report searched its model for one op
+    that fails alone (``SEARCHED_FORMS``) and found none; its report after
+    shrinking does not search again (in three seed-97 campaigns no search
+    that failed on the found case succeeded on the shrunk one, and each
+    cost 7-11 s alone, twice that beside a campaign) and says so."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"folder={str(folder)!r}: not a folder; pass the entry's corpus folder")
     if timeout_s <= 0:
         raise ValueError(f"timeout_s={timeout_s}: must be > 0")
     road = road_target(entry, table)
+    searched = searched and not one_op_only  # a first report always searches
+    before = "; searched on the case before shrinking" if searched else ""
     if road is not None:  # the other roads into IREE: their own packages only
-        return _one_op_first(folder, entry, road, "road-op" if has_road_op_form(entry, table) else None,
-                             "road", check, timeout_s, one_op_only, tried="",
+        road_op = has_road_op_form(entry, table)
+        return _one_op_first(folder, entry, road, "road-op" if road_op and not searched else None,
+                             "road", check, timeout_s, one_op_only,
+                             tried=f" (road-op form: no single op of the model fails the road so{before})"
+                             if road_op and searched else "",
                              alone="no single op of the model fails the road so")
     target = repro_target(entry, table)
     tried = ""
@@ -103,6 +120,8 @@ def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | Non
     one_op = "single-op" if entry.verdict is Verdict.MISMATCH and has_single_op_form(entry) \
         else "lowering" if _lowers_one_op(entry) \
         else "backend" if _compiles_one_op(entry, table) else None
+    if one_op == "backend" and searched:
+        one_op, tried = None, f"{tried} (backend form: no op of the model alone fails so{before})"
     alone = "no op of the model alone fails so" if one_op == "backend" \
         else f"no {entry.culprit or entry.op} alone fails so"
     return _one_op_first(folder, entry, target, one_op, "model", check, timeout_s, one_op_only, tried,
