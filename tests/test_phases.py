@@ -5,7 +5,6 @@ bucket and ends at the smallest case."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import time
@@ -240,9 +239,6 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
 
         slots = 1  # the Pool interface: how many jobs run at once
         calls: Counter[str] = Counter()
-
-        def urgent_only(self) -> contextlib.AbstractContextManager[None]:
-            return contextlib.nullcontext()  # one caller: nothing else to hold back
 
         def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]
             answers = []

@@ -204,29 +204,6 @@ def test_urgent_jobs_go_ahead_of_queued_ones_in_their_own_order() -> None:
     assert [t for t, _ in queue] == [4, 6, 7, 1, 2, 5]
 
 
-def test_while_urgent_only_no_worker_starts_a_queued_sample() -> None:
-    """Inside ``urgent_only`` (a bucket's shrink turn) an idle worker takes
-    urgent jobs only: with the turn's step answered and its next step not yet
-    queued, the generated samples' jobs wait instead of taking the worker the
-    next step needs; after the turn they run in their order."""
-    import collections
-
-    from fuzz.workers.pool import AnswerQueue
-
-    queue: collections.deque[tuple[int, str]] = collections.deque()
-    pool = AnswerQueue()
-    pool._urgent, pool._after = set(), {}
-    for ticket, urgent in ((1, False), (2, True), (3, False)):
-        pool._enqueue(queue, (ticket, f"job{ticket}"), urgent)
-    with pool.urgent_only():
-        assert pool._take(queue) == (2, "job2")
-        assert pool._take(queue) is None and [t for t, _ in queue] == [1, 3]
-        with pool.urgent_only():  # nested turns: held until the outer one ends
-            pass
-        assert pool._take(queue) is None
-    assert pool._take(queue) == (1, "job1")
-
-
 @pytest.mark.engine
 def test_a_shutdown_cut_short_by_a_second_signal_still_kills_every_worker() -> None:
     """A second stop signal raised inside ``close`` (here while it tells the

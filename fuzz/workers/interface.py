@@ -8,10 +8,9 @@ work are typed against."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from fuzz.model.sample import Sample
 from fuzz.targets.cache import ArtifactCache
@@ -87,21 +86,6 @@ class AnswerQueue:
     _after: dict[int, int]
     # Tickets submitted urgent (``run``); a few ints per blocking call.
     _urgent: set[int]
-    # While above zero (``urgent_only``) no worker starts a job that is not urgent.
-    _holding: int = 0
-
-    @contextlib.contextmanager
-    def urgent_only(self) -> Iterator[None]:
-        """While inside, an idle worker starts urgent jobs only (the queued
-        generated samples wait): a caller that runs a series of blocking
-        steps (one bucket's shrink turn) gets every worker for each step,
-        instead of a worker that finished one step's job starting a sample's
-        compile that the next step must wait for (9 s a step on vmvx)."""
-        self._holding += 1
-        try:
-            yield
-        finally:
-            self._holding -= 1
 
     def submit(self, job: Any, after: int | None = None, urgent: bool = False) -> int:
         """Queue ``job`` (after ticket ``after``, or ahead if urgent); returns its ticket."""
@@ -164,7 +148,6 @@ class AnswerQueue:
         artifact from the cache) waits for its leader instead of starting
         beside it and doing the same work a second time: an idle worker takes
         a later job, or waits."""
-        urgent_only = urgent_only or self._holding > 0
         if not queue or (urgent_only and queue[0][0] not in self._urgent):
             return None
         if not self._after:
