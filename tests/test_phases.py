@@ -313,9 +313,6 @@ def test_buckets_stored_from_one_sample_each_hold_their_own_targets_key(tmp_path
         def solo_error_keys(self, target, samples):  # type: ignore[no-untyped-def]
             return [None for _ in samples]
 
-        def solo_error_key(self, target, sample):  # type: ignore[no-untyped-def]
-            return None
-
     campaign.session.triage = Keys()  # type: ignore[assignment]
     campaign.session.pool = None
     campaign.bugs.shrink_one(found.bucket, budget_s=5)

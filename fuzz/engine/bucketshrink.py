@@ -86,19 +86,10 @@ class BucketShrinker:
             return self._references_ok[digest]
 
         def same_bucket(candidate: Sample) -> bool:
-            seen = memo(candidate)  # hashed once: a candidate's arrays can be large
-            if seen not in keys:
-                try:
-                    keys[seen] = triage.solo_key(target, candidate, method) \
-                        if not is_error else triage.solo_error_key(target, candidate)
-                except CandidateRejected as rejected:
-                    keys[seen] = rejected
-            key = keys[seen]
-            if isinstance(key, CandidateRejected):
-                raise key
-            # An error needs only the target's own job, and the references
-            # only for a candidate that kept the error.
-            return key == wanted and (not is_error or references_accept(candidate))
+            (judged,) = same_bucket_many([candidate])  # one rule, alone or side by side
+            if isinstance(judged, StepRejected):
+                raise judged
+            return judged
 
         def same_bucket_many(candidates: list[Sample]) -> list[bool | StepRejected]:
             """Candidates side by side, one worker each (those an earlier

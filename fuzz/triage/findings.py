@@ -265,20 +265,14 @@ class Triage:
             return Verdict.PASS, None, None
         return outcome.verdict, outcome, got
 
-    def solo_error_key(self, target: Target, sample: Sample) -> str | None:
-        """The error key ``target`` alone gives ``sample``, from the target's
-        job only: what an error bucket's shrink step needs (an export or
-        lowering failure never compiles, a compile failure never runs, and the
-        references are not run). None when the target raised no error."""
-        (key,) = self.solo_error_keys(target, [sample])
-        if isinstance(key, CandidateRejected):
-            raise key
-        return key
-
     def solo_error_keys(self, target: Target, samples: list[Sample]
                         ) -> list[str | None | CandidateRejected]:
-        """``solo_error_key`` of several samples side by side (one job each);
-        a sample whose job hit a bug of ours gets its ``CandidateRejected``."""
+        """The error key ``target`` alone gives each sample, from the target's
+        job only, side by side (one job each): what an error bucket's shrink
+        step needs (an export or lowering failure never compiles, a compile
+        failure never runs, and the references are not run). None where the
+        target raised no error; a sample whose job hit a bug of ours gets its
+        ``CandidateRejected``."""
 
         keys: list[str | None | CandidateRejected] = []
         for got in self.pool.run([(target, sample) for sample in samples], faults=True):
