@@ -736,6 +736,30 @@ def test_a_wrong_answers_shrink_steps_run_side_by_side_and_keep_its_bucket(tmp_p
     assert stored.sample.config.num_tables == 1 and len(stored.sample.batches) == 1
 
 
+@pytest.mark.engine
+def test_a_wrong_answer_on_batch_0_that_localization_cannot_see_is_localized_once() -> None:
+    """A shrink step's key for a wrong answer localization cannot see (the
+    shy fake answers right with its intermediates exposed): localization on
+    batch 0 runs once, and its answer serves the wrong answer seen on batch 0
+    (it was compiled a second time, the same job)."""
+    from fuzz.triage.findings import LocalizeJob
+
+    shy = resolve_targets(["fake-shy-wrong-relu"])[0]
+    with WorkerPool(1, timeout_s=120) as pool:
+        triage = Triage(pool, Tolerance())
+        run = pool.run
+        localized: list[int] = []
+
+        def counting(jobs, faults=False):  # type: ignore[no-untyped-def]
+            localized.extend(job.batch for job in jobs if isinstance(job, LocalizeJob))
+            return run(jobs, faults=faults)
+
+        pool.run = counting  # type: ignore[method-assign]
+        keys = triage.solo_keys(shy, [tiny_sample()], "op")
+    assert keys == [mismatch_key("fake-shy-wrong-relu", "unlocalized")]
+    assert localized == [0]
+
+
 def test_replay_queues_only_the_cases_whose_shrinking_was_cut_short() -> None:
     """A still-failing stored case goes back to shrinking when its shrink was
     cut short (budget) or never ran; not when it ended at a fixpoint, as one

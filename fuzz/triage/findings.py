@@ -314,6 +314,9 @@ class Triage:
         every worker, as an error's do); a sample whose job hit a bug of ours
         gets its ``CandidateRejected``."""
         keys: dict[int, str | None | CandidateRejected] = {}
+        # Localization on batch 0, by sample: kept for a wrong answer first
+        # seen on batch 0, whose culprit would otherwise be compiled again.
+        quick: list[Any] = []
         if culprit_method == "op":
             quick = self.pool.run([LocalizeJob(target, s, 0, self.tolerance_for(s))
                                    for s in samples], faults=True)
@@ -345,11 +348,13 @@ class Triage:
                 wrong[i] = outcome
             else:
                 keys[i] = mismatch_key(target.name, "mismatch")
-        located = self.pool.run([LocalizeJob(target, samples[i],
-                                             int(outcome.numbers.get("batch", 0)),
-                                             self.tolerance_for(samples[i]))
-                                 for i, outcome in wrong.items()], faults=True) if wrong else []
-        for i, answer in zip(wrong, located):
+        later = {i: batch for i, outcome in wrong.items()
+                 if (batch := int(outcome.numbers.get("batch", 0)))}
+        located = dict(zip(later, self.pool.run(
+            [LocalizeJob(target, samples[i], batch, self.tolerance_for(samples[i]))
+             for i, batch in later.items()], faults=True))) if later else {}
+        for i in wrong:
+            answer = located[i] if i in later else quick[i]
             keys[i] = _rejected(answer) if isinstance(answer, HarnessFault) else \
                 mismatch_key(target.name, culprit_of(answer) or "unlocalized")
         return [keys[i] for i in range(len(samples))]
