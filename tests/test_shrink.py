@@ -371,3 +371,46 @@ def test_a_big_qr_table_is_cut_to_its_threshold_in_one_step() -> None:
     result = shrink(sample, qr_bug, budget_s=60)
     assert result.sample.config.ln_emb == (201,) and result.stopped == "fixpoint"
     assert len([rows for rows in calls if 201 < rows < 1_000_000]) == 0, calls
+
+
+_THREE_KNOBS = {"loss_threshold", "qr_flag", "index_dtype"}
+
+
+def _needs_three_knobs(s: Sample) -> bool:
+    return _THREE_KNOBS <= set(edits.non_default_knobs(s.config))
+
+
+def test_knob_resets_implied_by_a_lost_group_cost_no_step() -> None:
+    """A fault that needs three knobs of eight: once a group reset has lost
+    it, a later candidate that resets what is left of that group is not
+    judged (it cannot keep a fault whose knob it resets). Without that
+    memory ddmin's halves and quarters start again from every accepted
+    candidate: 16 knob steps one at a time, 9 with it; the result is the
+    same three knobs."""
+    judged: list[Sample] = []
+
+    def needs(s: Sample) -> bool:
+        judged.append(s)
+        return _needs_three_knobs(s)
+
+    result = shrink(_big_sample(), needs, budget_s=60)
+    assert set(edits.non_default_knobs(result.sample.config)) == _THREE_KNOBS
+    assert result.stopped == "fixpoint"
+    knob_steps = result.by_pass["knobs"][0]
+    assert knob_steps <= 10, result.by_pass
+
+
+def test_a_candidate_left_unjudged_after_the_winner_is_no_evidence() -> None:
+    """A many-predicate may answer False for candidates after the first that
+    holds without judging them (the campaign's does, to save a reference
+    run): those must not count as lost, or a fault that needs no knob would
+    keep one."""
+    def many(batch: list[Sample]) -> list[bool | StepRejected]:
+        out: list[bool | StepRejected] = []
+        for c in batch:
+            out.append(False if True in out else _nonempty_bag_in_table0(c))
+        return out
+
+    result = shrink(_big_sample(), _nonempty_bag_in_table0, budget_s=60, many=many, width=2)
+    assert edits.non_default_knobs(result.sample.config) == {}
+    assert result.stopped == "fixpoint"
