@@ -798,3 +798,50 @@ def test_jobs_still_running_after_the_budget_are_not_waited_for_long(tmp_path: P
     assert report.phase_seconds["generate"] < 4 + 8 * 0.25 + 3
     assert report.summary()["cut_at_deadline"]["running"] == 1
 
+
+
+@pytest.mark.engine
+def test_a_report_still_running_at_the_end_leaves_its_case_saying_not_checked(
+        tmp_path: Path) -> None:
+    """A report job the campaign stops waiting for is killed with the pool,
+    perhaps after it wrote repro.py and before it checked it: case.json and
+    REPORT.md then say "not checked" (the next replay checks it), never the
+    status of the repro that was there before."""
+    from fuzz.engine.bugwork import UNCHECKED_AT_END
+
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
+                                        workers=1, replay=False))
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample())
+        corpus.update_case(tmp_path / "c", found.bucket, repro_status="does not reproduce: one op")
+        campaign.bugs.to_report.clear()
+        campaign.bugs.unshrunk.clear()
+        campaign.bugs.needs_report.discard(found.bucket)
+        campaign.bugs.report_jobs = {-1: found.bucket}  # in flight, and never answered
+        campaign.bugs.take_answers = lambda timeout: None
+        campaign.bugs.finish(until=time.monotonic() + 0.2)
+    folder = tmp_path / "c" / found.bucket
+    assert corpus.load_entry(folder).repro_status == UNCHECKED_AT_END
+    assert campaign.report.repro_status[found.bucket] == UNCHECKED_AT_END
+    assert "one op" not in (folder / "REPORT.md").read_text()
+    assert found.bucket in campaign.report.actionable()[1]
+
+
+@pytest.mark.engine
+def test_a_report_answer_for_a_folder_that_no_longer_loads_costs_that_report_only(
+        tmp_path: Path) -> None:
+    """A bucket folder that no longer loads when its report comes in (seed 97:
+    a stale job's batches over a smaller case's config) is a bug of ours in
+    that report: named in the harness errors, never the end of the campaign."""
+    campaign = Campaign(CampaignOptions(targets=("fake-wrong-relu",), corpus_dir=tmp_path / "c",
+                                        workers=1, replay=False))
+    with campaign.session.open_pool() as pool:
+        campaign.session.attach(pool)
+        (found,) = file_as_generated(campaign, tiny_sample())
+    folder = tmp_path / "c" / found.bucket
+    (folder / "inputs.npz").write_bytes(tiny_sample(tiny_config(ln_bot=(2, 4, 4))).npz_bytes())
+    campaign.bugs.report_answered(found.bucket, {"repro": {"status": "reproduces"}, "tools": {}})
+    status = campaign.report.repro_status[found.bucket]
+    assert status.startswith("cannot run: its case no longer loads"), status
+    assert any(found.bucket in e for e in campaign.report.harness_errors)

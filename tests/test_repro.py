@@ -220,6 +220,25 @@ def test_generated_repros_import_only_the_toolchain(tmp_path: Path, which: str) 
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
 
 
+def test_a_repro_never_overwrites_the_stored_cases_inputs(tmp_path: Path) -> None:
+    """A report job whose case was replaced while it ran (a smaller case from
+    shrinking or generation) writes its repro from the old case: it must not
+    write the old batches over the new case's inputs.npz, or the folder no
+    longer loads (seed 97: the new config with 8-wide dense batches). In a
+    folder without them, the model form writes them."""
+    sample = tiny_sample(one_table(weighted_pooling="fixed"))
+    entry = make_entry(sample, WEIGHTED.replace("op:", "features:"), "iree-cpu", ("iree-cpu",))
+    newer = tiny_sample(one_table(weighted_pooling="fixed"), seed=8).npz_bytes()
+    stored, fresh = tmp_path / "stored", tmp_path / "fresh"
+    stored.mkdir()
+    fresh.mkdir()
+    (stored / "inputs.npz").write_bytes(newer)
+    assert write_repro(stored, entry, check=False).kind == "model"
+    assert (stored / "inputs.npz").read_bytes() == newer
+    assert write_repro(fresh, entry, check=False).kind == "model"
+    assert (fresh / "inputs.npz").read_bytes() == sample.npz_bytes() != newer
+
+
 @pytest.mark.engine
 @pytest.mark.parametrize("form", ["single-op", "model", "hang"])
 def test_an_exception_a_repro_did_not_expect_exits_2_not_1(

@@ -33,7 +33,7 @@ from fuzz.engine.records import CampaignOptions, CampaignReport, ReplayRecord, S
 from fuzz.reports.bugreport import BugReportJob, file_bug_report
 from fuzz.triage.edits import sample_size
 
-__all__ = ["BugWork"]
+__all__ = ["BugWork", "UNCHECKED_AT_END"]
 
 # Below this a shrink attempt cannot make progress (one real compile is ~1 s).
 _MIN_SHRINK_S = 5.0
@@ -44,6 +44,8 @@ _REPORT_S = 8.0
 # One bucket's turn at shrinking: short, so that one slow wrong answer does not
 # hold up a queue of lowering failures that shrink in seconds each.
 _SHRINK_TURN_S = 20.0
+# The repro status of a bucket whose report job was still running at the end.
+UNCHECKED_AT_END = "not checked: the campaign ended before its repro's check (the next replay checks it)"
 # A bucket whose ``--shrink-budget`` ran out before a fixpoint is reported as
 # it is, then shrunk further in turns no other bucket wants, up to this many
 # times its budget in all: on 2 cores a Vulkan or dynamic-shape compile error
@@ -322,9 +324,13 @@ class BugWork:
             last = answer.traceback.strip().splitlines()[-1]
             self.report.harness_errors.append(f"report of {bucket}: {last}")
             answer = f"bug in dlrm-fuzz: {last}"
-        with deferred():
-            self.report.repro_status[bucket] = file_bug_report(self._root(bucket), bucket,
-                                                               answer)
+        try:
+            with deferred():
+                status = file_bug_report(self._root(bucket), bucket, answer)
+        except ValueError as unreadable:  # a folder that no longer loads: its report only
+            self.report.harness_errors.append(f"report of {bucket}: {unreadable}"[:300])
+            status = f"cannot run: its case no longer loads ({unreadable})"[:300]
+        self.report.repro_status[bucket] = status
         self.needs_report.discard(bucket)
         if self.is_held(bucket):
             self._after_held(bucket, self.report.repro_status[bucket])
@@ -383,7 +389,12 @@ class BugWork:
         # Buckets sent to shrinking by a report that came in too late for it.
         self.report_unshrunk("budget spent")
         for bucket in self.report_jobs.values():
-            self.report.repro_status[bucket] = "not written: the campaign ended first"
+            # Its job is killed with the pool, perhaps after writing repro.py
+            # and before checking it: the case and REPORT.md say "not
+            # checked", never the status of the repro that was there before.
+            with deferred():
+                self.report.repro_status[bucket] = file_bug_report(
+                    self._root(bucket), bucket, {"repro": {"status": UNCHECKED_AT_END}, "tools": {}})
             if self.is_held(bucket):
                 self.report.held_back[bucket] = "its repro was not in when the campaign ended"
 

@@ -74,6 +74,11 @@ def _lowers_one_op(entry: CorpusEntry) -> bool:
 # The one-op forms found by searching the model's ops (each op kind compiled
 # alone): the costly ones, 7-30 s a report on lavapipe.
 SEARCHED_FORMS = ("backend", "road-op")
+# Files of the stored case that a repro form also reads (the model form's
+# inputs): never overwritten by a report, whose case may be stale by the time
+# it writes (a smaller case replaced it while the job ran; seed 97's campaign
+# then loaded the new config with the old batches and stopped).
+_CASE_FILES = frozenset({"inputs.npz"})
 
 
 def write_repro(folder: Path, entry: CorpusEntry, table: dict[str, Target] | None = None,
@@ -167,6 +172,8 @@ def _attempt(folder: Path, entry: CorpusEntry, target: Target, kind: str, check:
     if RUNTIME_FILE in str(files["repro.py"]):
         files[RUNTIME_FILE] = _refbackend_runtime()
     for name, data in files.items():
+        if name in _CASE_FILES and (folder / name).exists():
+            continue  # the case's own: the same bytes, unless this job's case is stale
         _write_atomic(folder / name, data)
     lines = len(str(files["repro.py"]).splitlines())
     if not check:
