@@ -237,7 +237,7 @@ def test_a_shrink_candidate_that_hits_a_bug_of_ours_is_a_rejected_step(tmp_path:
         """Runs (target, sample) jobs here; the target's job on a candidate
         with one table "hits a bug of ours" the way the export guard did."""
 
-        slots = 1  # the Pool interface: how many jobs run at once
+        slots = free_slots = 1  # the Pool interface: how many jobs run (could start) at once
         calls: Counter[str] = Counter()
 
         def run(self, jobs: list, faults: bool = False) -> list:  # type: ignore[type-arg]

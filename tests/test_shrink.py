@@ -414,3 +414,21 @@ def test_a_candidate_left_unjudged_after_the_winner_is_no_evidence() -> None:
     result = shrink(_big_sample(), _nonempty_bag_in_table0, budget_s=60, many=many, width=2)
     assert edits.non_default_knobs(result.sample.config) == {}
     assert result.stopped == "fixpoint"
+
+
+def test_a_callable_width_is_asked_before_each_batch() -> None:
+    """The campaign's width is the workers free at that moment: each batch
+    holds as many candidates as the callable said, and the result is the one
+    a fixed width reaches."""
+    widths = iter([1, 2, 3] * 100)
+    sizes: list[int] = []
+
+    def many(batch: list[Sample]) -> list[bool | StepRejected]:
+        sizes.append(len(batch))
+        return [_weighted_bug(c) for c in batch]
+
+    varying = shrink(_big_sample(), _weighted_bug, budget_s=60, many=many,
+                     width=lambda: next(widths))
+    fixed = shrink(_big_sample(), _weighted_bug, budget_s=60)
+    assert edits.content_hash(varying.sample) == edits.content_hash(fixed.sample)
+    assert 3 in sizes and max(sizes) == 3

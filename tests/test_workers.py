@@ -254,6 +254,31 @@ def test_a_reserved_worker_runs_an_urgent_job_while_the_others_compile() -> None
         assert busy not in {ticket for ticket, _ in workers._ready}
 
 
+@pytest.mark.engine
+def test_a_worker_that_answered_an_urgent_job_waits_a_moment_for_the_next() -> None:
+    """A caller blocked on its own jobs (a shrink step) sends the next one
+    moments after the last answer: the freed worker lingers for it instead of
+    starting a queued ordinary job, so the next step does not wait behind a
+    sample's compile; once the linger is over the ordinary job runs."""
+    import time
+
+    from fuzz.workers.pool import _LINGER_S
+
+    (ok,) = resolve_targets(["fake-ok"])
+    with WorkerPool(1, timeout_s=30, memory_mb=1024, preload=False) as workers:
+        (first,) = workers.run([(ok, tiny_sample())])
+        ordinary = workers.submit((ok, tiny_sample()))
+        assert workers._workers[0].job is None and workers.free_slots == 1  # lingering
+        (second,) = workers.run([(ok, tiny_sample())])
+        assert first.failure is None and second.failure is None
+        assert [ticket for ticket, _ in workers._queue] == [ordinary]  # still behind it
+        time.sleep(_LINGER_S)
+        answers = dict(workers.completed(timeout=20))
+        while ordinary not in answers:
+            answers.update(workers.completed(timeout=20))
+        assert answers[ordinary].failure is None
+
+
 def test_a_reserved_worker_takes_only_urgent_jobs() -> None:
     import collections
 

@@ -117,7 +117,7 @@ class BucketShrinker:
 
         is_error = entry.verdict not in (Verdict.MISMATCH, Verdict.FLAKY)
         result = shrink(entry.sample, same_bucket, budget_s, many=same_bucket_many,
-                        width=max(1, pool.slots if pool is not None else 1),
+                        width=(lambda: pool.free_slots) if pool is not None else 1,
                         region=self.options.focus)
         record = _merged(entry.shrink, result.to_dict())
         keys[memo(result.sample)] = wanted  # the reducer kept it

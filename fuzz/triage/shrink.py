@@ -95,7 +95,7 @@ ManyPredicate = Callable[[list[Sample]], list["bool | StepRejected"]]
 class _Reducer:
     def __init__(self, sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
                  max_steps: int | None, on_progress: Callable[[Sample], None] | None,
-                 many: ManyPredicate | None = None, width: int = 1,
+                 many: ManyPredicate | None = None, width: "int | Callable[[], int]" = 1,
                  region: Focus | None = None) -> None:
         self.current = sample
         # A stored case from outside the region (a replayed corpus) shrinks as before.
@@ -103,7 +103,10 @@ class _Reducer:
         self.key = edits.size_key(sample)
         self.still_failing = still_failing
         self.many = many
-        self.width = width if many is not None else 1
+        # Candidates side by side: asked before every batch when a callable
+        # (the workers free now: none of a step's candidates waits for one).
+        self.width: Callable[[], int] = (lambda: 1) if many is None else \
+            width if callable(width) else (lambda: width)
         self.deadline = time.monotonic() + budget_s
         self.max_steps = max_steps
         self.on_progress = on_progress
@@ -197,6 +200,7 @@ class _Reducer:
         """Offer fresh candidates ``width`` at a time until one is accepted."""
         batch: list[Sample] = []
         hashes: set[str] = set()
+        width = max(1, self.width())
         for candidate in candidates:
             if candidate is None or not self._fresh(candidate):
                 continue
@@ -205,10 +209,10 @@ class _Reducer:
                 continue
             batch.append(candidate)
             hashes.add(digest)
-            if len(batch) == self.width:
+            if len(batch) >= width:
                 if self.offer(batch):
                     return True
-                batch, hashes = [], set()
+                batch, hashes, width = [], set(), max(1, self.width())
         return bool(batch) and self.offer(batch)
 
     def run(self) -> Stopped:
@@ -243,7 +247,7 @@ def check_reducer_arguments(sample: Sample, still_failing: Callable[[Sample], bo
 def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
            max_steps: int | None = None,
            on_progress: Callable[[Sample], None] | None = None,
-           many: ManyPredicate | None = None, width: int = 1,
+           many: ManyPredicate | None = None, width: "int | Callable[[], int]" = 1,
            region: Focus | None = None) -> ShrinkResult:
     """The smallest sample (by ``size_key``) reachable from ``sample`` through
     accepted edits, each of which kept ``still_failing`` true.
@@ -256,14 +260,18 @@ def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: fl
     predicate over a list) candidates of one pass are judged ``width`` at a
     time, side by side: the first of them that still fails wins, exactly as
     one at a time would have found it first, so the result is the same
-    reduction reached in fewer rounds of compiles. With ``region`` every
+    reduction reached in fewer rounds of compiles; a callable ``width`` is
+    asked before each batch (the campaign's: the workers free at that
+    moment). With ``region`` every
     candidate tried lies inside it (when ``sample`` does; module docstring).
     """
     check_reducer_arguments(sample, still_failing, budget_s)
     if max_steps is not None and (isinstance(max_steps, bool) or max_steps < 0):
         raise ValueError(f"max_steps={max_steps!r}: must be None or an integer >= 0")
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"width={width!r}: must be an integer >= 1 (candidates side by side)")
+    if not callable(width) and (isinstance(width, bool) or not isinstance(width, int)
+                                or width < 1):
+        raise ValueError(f"width={width!r}: must be an integer >= 1 (candidates side by side) "
+                         f"or a callable giving one before each batch")
     if region is not None and not isinstance(region, Focus):
         raise TypeError(f"region={region!r}: must be a fuzz.model.focus.Focus or None")
     return _shrink(sample, still_failing, budget_s, max_steps, on_progress, many, width, region)
@@ -271,7 +279,8 @@ def shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: fl
 
 def _shrink(sample: Sample, still_failing: Callable[[Sample], bool], budget_s: float,
             max_steps: int | None, on_progress: Callable[[Sample], None] | None,
-            many: ManyPredicate | None, width: int, region: Focus | None) -> ShrinkResult:
+            many: ManyPredicate | None, width: "int | Callable[[], int]",
+            region: Focus | None) -> ShrinkResult:
     start = time.monotonic()
     reducer = _Reducer(sample, still_failing, budget_s, max_steps, on_progress, many, width,
                        region)

@@ -81,6 +81,14 @@ class AnswerQueue:
         """How many jobs run at once."""
         raise NotImplementedError
 
+    @property
+    def free_slots(self) -> int:
+        """How many urgent jobs would start at once (at least one): a caller
+        blocked on its own jobs (a shrink step's candidates) sends no more,
+        so that none of them waits behind a compile another job started.
+        A pool that cannot tell says ``slots``."""
+        return self.slots
+
     _ready: list[tuple[int, Any]]
     # Queued ticket -> the ticket it waits for (``submit(after=...)``).
     _after: dict[int, int]

@@ -39,6 +39,11 @@ STDERR_TAIL_BYTES = 4096
 _STAGE_BYTES = 32
 _STARTUP_TIMEOUT_S = 300.0
 _START_ATTEMPTS = 3  # tries to start a replacement worker before giving up
+# How long a worker that answered an urgent job waits for the next urgent one
+# before it takes a queued sample's: a shrink step's caller judges the answer
+# and sends the next candidate within milliseconds, and a sample's compile
+# started in between made that candidate wait seconds for it.
+_LINGER_S = 0.2
 
 
 def _worker_main(conn: Any, stderr_path: str, memory_mb: int | None, stage: Any,
@@ -115,6 +120,9 @@ class _Worker:
     work: Job | None = None
     started: float = 0.0
     deadline: float = 0.0
+    urgent: bool = False  # the job it runs was submitted urgent
+    # After an urgent job, urgent jobs only until then (``_LINGER_S``).
+    lingers_until: float = 0.0
 
 
 class WorkerPool(AnswerQueue):
@@ -274,26 +282,42 @@ class WorkerPool(AnswerQueue):
         return {ticket for ticket, _ in self._queue} | \
             {w.job for w in self._workers if w.job is not None}
 
+    @property
+    def free_slots(self) -> int:
+        """Idle workers (a lingering one included: it waits for urgent jobs), at least one."""
+        return max(1, sum(1 for worker in self._workers if worker.job is None))
+
     def _dispatch(self) -> None:
         first_reserved = len(self._workers) - self.reserved
+        now = time.monotonic()
+        urgent = set(self._urgent)
         for index, worker in enumerate(self._workers):
             if worker.job is None and self._queue:
-                entry = self._take(self._queue, urgent_only=index >= first_reserved)
+                entry = self._take(self._queue, urgent_only=index >= first_reserved
+                                   or now < worker.lingers_until)
                 if entry is None:
                     continue
                 ticket, job = entry
-                worker.job, worker.work = ticket, job
+                worker.job, worker.work, worker.urgent = ticket, job, ticket in urgent
                 worker.started = time.monotonic()
                 worker.deadline = worker.started + self.timeout_s
                 worker.conn.send((ticket, job))
 
     def _collect(self, until: float | None) -> list[tuple[int, Any]]:
         busy = [i for i, w in enumerate(self._workers) if w.job is not None]
+        # A lingering worker takes the queued jobs once its linger ends.
+        lingering = [w.lingers_until for w in self._workers
+                     if w.job is None and w.lingers_until > time.monotonic()] if self._queue else []
         if not busy:
+            if lingering:
+                time.sleep(max(0.0, min([*lingering, *([until] if until is not None else [])])
+                               - time.monotonic()))
             return []
         wait_until = min(self._workers[i].deadline for i in busy)
         if until is not None:
             wait_until = min(wait_until, until)
+        if lingering:
+            wait_until = min(wait_until, *lingering)
         handles: list[Any] = []
         for i in busy:
             handles += [self._workers[i].conn, self._workers[i].process.sentinel]
@@ -315,6 +339,10 @@ class WorkerPool(AnswerQueue):
             else:
                 continue
             self.busy_s += time.monotonic() - worker.started
+            if worker.urgent and kind in ("harness-error", "result"):
+                # Its caller is blocked on its own jobs and sends the next in a
+                # moment: a sample's compile started now would make it wait.
+                worker.lingers_until = time.monotonic() + _LINGER_S
             if kind == "harness-error":  # the worker lives on; its job's answer says what broke
                 worker.job = worker.work = None
                 done.append((ticket, HarnessFault(job.target_name, str(payload))))
