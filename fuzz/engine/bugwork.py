@@ -406,8 +406,10 @@ class BugWork:
     def shrink_one(self, bucket: str, budget_s: float) -> ShrinkRecord:
         """One turn of at most ``budget_s`` at shrinking ``bucket``'s stored case
         (``fuzz.engine.bucketshrink``). Its steps' jobs go ahead of the queued
-        samples' but a worker between steps starts a sample's job: holding
-        the workers for the whole turn sped its steps up, but the idle worker
+        samples', as many side by side as workers are free, and a worker
+        that answered one lingers a moment for the next
+        (``fuzz.workers.pool``), then goes back to the samples: holding the
+        workers for the whole turn sped its steps up, but the idle worker
         of every one-job step cost samples (seed 1: 79 checked with it, 85
         without; seed 97: 50-61 against 67-78) with no clear gain in ready
         buckets, so the shrink share alone sets the balance."""
