@@ -324,13 +324,7 @@ class BugWork:
             last = answer.traceback.strip().splitlines()[-1]
             self.report.harness_errors.append(f"report of {bucket}: {last}")
             answer = f"bug in dlrm-fuzz: {last}"
-        try:
-            with deferred():
-                status = file_bug_report(self._root(bucket), bucket, answer)
-        except ValueError as unreadable:  # a folder that no longer loads: its report only
-            self.report.harness_errors.append(f"report of {bucket}: {unreadable}"[:300])
-            status = f"cannot run: its case no longer loads ({unreadable})"[:300]
-        self.report.repro_status[bucket] = status
+        self.report.repro_status[bucket] = self._file(bucket, answer)
         self.needs_report.discard(bucket)
         if self.is_held(bucket):
             self._after_held(bucket, self.report.repro_status[bucket])
@@ -343,6 +337,18 @@ class BugWork:
             self.needs_report.add(bucket)
             self.ready_for_report(bucket)
             self.queue_reports()
+
+    def _file(self, bucket: str, answer: Any) -> str:
+        """File a report's answer (``file_bug_report``); returns the repro
+        status. A folder that no longer loads is a bug of ours in that
+        report, named in the harness errors, never the campaign's end (nor
+        the end of its finish phase, which files the reports cut off)."""
+        try:
+            with deferred():
+                return file_bug_report(self._root(bucket), bucket, answer)
+        except ValueError as unreadable:
+            self.report.harness_errors.append(f"report of {bucket}: {unreadable}"[:300])
+            return f"cannot run: its case no longer loads ({unreadable})"[:300]
 
     def after_single_op(self, bucket: str, answer: Any, status: str) -> None:
         """An op-level bucket's first report is in: a single-op repro that
@@ -392,9 +398,8 @@ class BugWork:
             # Its job is killed with the pool, perhaps after writing repro.py
             # and before checking it: the case and REPORT.md say "not
             # checked", never the status of the repro that was there before.
-            with deferred():
-                self.report.repro_status[bucket] = file_bug_report(
-                    self._root(bucket), bucket, {"repro": {"status": UNCHECKED_AT_END}, "tools": {}})
+            self.report.repro_status[bucket] = self._file(
+                bucket, {"repro": {"status": UNCHECKED_AT_END}, "tools": {}})
             if self.is_held(bucket):
                 self.report.held_back[bucket] = "its repro was not in when the campaign ended"
 
